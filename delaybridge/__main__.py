@@ -1,0 +1,5 @@
+import sys
+
+from delaybridge.cli import main
+
+sys.exit(main())

@@ -1,0 +1,23 @@
+"""Stable reason codes for dead-lettered records (header ``delay-error``, metric label)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    """Why a record went to the dead-letter topic. The values are a public contract."""
+
+    MISSING_TARGET = "missing-target"
+    BAD_TARGET = "bad-target"
+    TARGET_IS_DELAY_TOPIC = "target-is-delay-topic"
+    BAD_PARTITION = "bad-partition"
+    BAD_TIME = "bad-time"
+    CONFLICTING_TIME = "conflicting-time"
+    DELAY_TOO_LONG = "delay-too-long"
+    UNKNOWN_DELAY_LEVEL = "unknown-delay-level"
+    BAD_HEADER = "bad-header"
+    TARGET_TOPIC_MISSING = "target-topic-missing"
+    TARGET_PARTITION_MISSING = "target-partition-missing"
+    RECORD_TOO_LARGE = "record-too-large"
+    DELIVERY_FAILED = "delivery-failed"
