@@ -1,1 +1,34 @@
-"""timerlog."""
+"""The store of one delay-topic partition: commit log, timer log, time wheel.
+
+Public names::
+
+    TimerStore.open(directory, StoreSettings(), clock) -> TimerStore
+    store.append([TimerRecord, ...]); store.cancel([(id, topic_or_None), ...])
+    store.flush()                      # durability point (fsync + checkpoint)
+    store.take_due(n) -> [DueRecord]   # in delivery order, bounded batches
+    store.commit_delivered(cursor)     # durable at the next flush
+    store.next_due_ms(), store.lookup(id), store.stats(), store.close()
+
+One owner thread calls every method. The formats and the recovery protocol are in
+docs/storage.md.
+"""
+
+from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
+from delaybridge.timerlog.records import DeliveryCursor, DueRecord, Headers, TimerRecord
+from delaybridge.timerlog.settings import StoreSettings
+from delaybridge.timerlog.stats import StoreStats
+from delaybridge.timerlog.store import TimerStore
+
+__all__ = [
+    "SYSTEM_CLOCK",
+    "Clock",
+    "DeliveryCursor",
+    "DueRecord",
+    "Headers",
+    "ManualClock",
+    "StoreSettings",
+    "StoreStats",
+    "SystemClock",
+    "TimerRecord",
+    "TimerStore",
+]
