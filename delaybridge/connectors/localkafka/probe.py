@@ -1,0 +1,149 @@
+"""Is the broker *really* usable? Ports, and a produce + consume round trip.
+
+An open port only says the JVM bound a socket; a KRaft broker accepts
+connections seconds before it has a controller, metadata and a working
+``__consumer_offsets`` path. :func:`round_trip` is the real test: create a
+topic, produce a unique record, read it back. Every call has a deadline, and a
+Kafka failure raises :class:`~delaybridge.errors.KafkaError` with the
+librdkafka error name as its code, never a hang.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+import uuid
+from typing import Any
+
+from delaybridge.errors import KafkaError
+
+_log = logging.getLogger(__name__)
+
+
+def port_accepts(host: str, port: int, timeout_s: float = 0.5) -> bool:
+    """Does something accept TCP connections on ``host:port``?"""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def port_free(host: str, port: int) -> bool:
+    """Could a server bind ``host:port`` now (as the JVM will, with SO_REUSEADDR)?"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _client_config(bootstrap: str, timeout_s: float) -> dict[str, Any]:
+    timeout_ms = max(1000, int(timeout_s * 1000))
+    return {
+        "bootstrap.servers": bootstrap,
+        "socket.timeout.ms": timeout_ms,
+        "socket.connection.setup.timeout.ms": timeout_ms,
+        # librdkafka logs "connection refused" to stderr by default; route it
+        # to logging so a probe of a starting broker does not spam the terminal.
+        "logger": _log,
+    }
+
+
+def ensure_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
+    """Create ``topic`` (1 partition, replication 1) unless it exists."""
+    from confluent_kafka import KafkaError as RdKafkaError
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
+
+    admin = AdminClient(_client_config(bootstrap, timeout_s))
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=1, replication_factor=1)],
+        operation_timeout=timeout_s,
+        request_timeout=timeout_s,
+    )
+    try:
+        futures[topic].result(timeout=timeout_s)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.code() != RdKafkaError.TOPIC_ALREADY_EXISTS:
+            raise KafkaError(
+                f"create topic {topic} at {bootstrap}: {error.str()}", error.name()
+            ) from exc
+
+
+def produce(bootstrap: str, topic: str, value: bytes, timeout_s: float) -> tuple[int, int]:
+    """Produce one record (acks=all) and wait for it; return (partition, offset).
+
+    Raises :class:`KafkaError` within about ``timeout_s`` if the broker does
+    not acknowledge, e.g. ``_MSG_TIMED_OUT`` when it is down.
+    """
+    from confluent_kafka import Producer
+
+    config = _client_config(bootstrap, timeout_s)
+    config.update({"acks": "all", "message.timeout.ms": max(1000, int(timeout_s * 1000))})
+    producer = Producer(config)
+    outcome: list[Any] = []
+    producer.produce(topic, value, on_delivery=lambda err, msg: outcome.append((err, msg)))
+    remaining = producer.flush(timeout_s + 1.0)
+    if remaining or not outcome:
+        raise KafkaError(
+            f"produce to {topic} at {bootstrap}: no delivery report within {timeout_s:.1f} s",
+            "_TIMED_OUT",
+        )
+    err, msg = outcome[0]
+    if err is not None:
+        raise KafkaError(f"produce to {topic} at {bootstrap}: {err.str()}", err.name())
+    return msg.partition(), msg.offset()
+
+
+def consume_at(
+    bootstrap: str, topic: str, partition: int, offset: int, timeout_s: float
+) -> bytes | None:
+    """The value of the record at ``topic/partition/offset``, read without a group."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    config = _client_config(bootstrap, timeout_s)
+    config.update({"group.id": f"delaybridge-probe-{uuid.uuid4().hex}",
+                   "enable.auto.commit": False})
+    consumer = Consumer(config)
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + timeout_s
+        while (left_s := deadline - time.monotonic()) > 0:
+            msg = consumer.poll(min(left_s, 1.0))
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                raise KafkaError(
+                    f"consume {topic}/{partition}/{offset} at {bootstrap}: {error.str()}",
+                    error.name(),
+                )
+            value: bytes | None = msg.value()
+            return value
+        raise KafkaError(
+            f"consume {topic}/{partition}/{offset} at {bootstrap}: "
+            f"nothing within {timeout_s:.1f} s",
+            "_TIMED_OUT",
+        )
+    finally:
+        consumer.close()
+
+
+def round_trip(bootstrap: str, topic: str, timeout_s: float) -> None:
+    """Produce a unique record to ``topic`` and read the same bytes back."""
+    ensure_topic(bootstrap, topic, timeout_s)
+    payload = f"probe-{uuid.uuid4()}".encode()
+    partition, offset = produce(bootstrap, topic, payload, timeout_s)
+    got = consume_at(bootstrap, topic, partition, offset, timeout_s)
+    if got != payload:
+        raise KafkaError(
+            f"round trip through {topic}/{partition}/{offset} at {bootstrap}: "
+            f"wrote {payload!r}, read {got!r}",
+            "_MISMATCH",
+        )

@@ -1,0 +1,117 @@
+"""The broker's JVM as an operating-system process: spawn, find, signal, reap.
+
+The broker must outlive the ``delaybridge kafka up`` that starts it, so it runs
+in its own session (``start_new_session``: a Ctrl-C in the terminal does not
+reach it) with its output in a file, and is found again later through a pid
+file. A pid alone is not trusted: pids are reused, so :func:`is_running` also
+checks that the process's command line names this data dir's
+``server.properties``. A dead child of *this* process lingers as a zombie until
+reaped; :func:`is_running` reaps it, so tests that start and kill brokers see
+them as gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+POLL_INTERVAL_S = 0.1
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    """Poll ``condition`` until it holds (True) or ``timeout_s`` passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_INTERVAL_S)
+    return True
+
+
+def spawn_detached(command: Sequence[str], *, output: Path, cwd: Path) -> int:
+    """Start ``command`` in a new session with stdout+stderr appended to ``output``."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("ab") as out:
+        child = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    # Popen's bookkeeping is not needed: is_running() reaps the child itself,
+    # and the CLI exits without waiting. Mark it reaped-by-us to silence
+    # Popen.__del__'s "subprocess still running" ResourceWarning.
+    child.returncode = 0
+    return child.pid
+
+
+def read_pid(pid_file: Path) -> int | None:
+    """The pid in ``pid_file``, or None when there is no pid file."""
+    try:
+        text = pid_file.read_text().strip()
+    except FileNotFoundError:
+        return None
+    if not text.isdigit():
+        raise ValueError(f"{pid_file}: expected a process id, found {text[:40]!r}")
+    return int(text)
+
+
+def write_pid(pid_file: Path, pid: int) -> None:
+    tmp = pid_file.with_suffix(".pid.tmp")
+    tmp.write_text(f"{pid}\n")
+    os.replace(tmp, pid_file)
+
+
+def is_running(pid: int, marker: str) -> bool:
+    """Is ``pid`` alive, not a zombie, and its command line contains ``marker``?"""
+    _reap(pid)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    # The state field follows the parenthesised command name, which may hold spaces.
+    state = stat.rsplit(")", 1)[1].split()[0]
+    if state in ("Z", "X"):
+        return False
+    return marker in cmdline.replace(b"\0", b" ").decode(errors="replace")
+
+
+def stop(pid: int, marker: str, timeout_s: float) -> bool:
+    """SIGTERM, wait up to ``timeout_s``, then SIGKILL. True if SIGKILL was needed."""
+    if not _signal(pid, signal.SIGTERM):
+        return False
+    if wait_until(lambda: not is_running(pid, marker), timeout_s):
+        return False
+    kill(pid, marker, timeout_s=10.0)
+    return True
+
+
+def kill(pid: int, marker: str, timeout_s: float) -> None:
+    """SIGKILL and wait until the process is gone."""
+    _signal(pid, signal.SIGKILL)
+    if not wait_until(lambda: not is_running(pid, marker), timeout_s):
+        raise TimeoutError(f"process {pid} survived SIGKILL for {timeout_s:.0f} s")
+
+
+def _signal(pid: int, signum: signal.Signals) -> bool:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _reap(pid: int) -> None:
+    # Only our own children can be reaped; for others waitpid raises ECHILD,
+    # which just means "not ours to reap".
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
