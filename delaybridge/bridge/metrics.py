@@ -149,7 +149,7 @@ class Metrics:
         )
         self._backlog = Gauge(
             "delaybridge_delivery_backlog_messages",
-            "Due messages read from the wheel and waiting to be produced.",
+            "Due messages read from the wheel and not yet acknowledged (waiting or in flight).",
             registry=r,
         )
         self._paused = Gauge(
