@@ -68,11 +68,26 @@ OUT_ERROR_DETAIL = "delay-error-detail"
 # Control headers: consumed here, stripped from the delivered record.
 CONTROL_HEADERS = frozenset(
     {
-        TARGET_TOPIC, TARGET_PARTITION, DELAY_MS, DELAY_SEC, DELIVER_AT_MS, DELIVER_AT,
-        DELAY_ID, DELAY_CANCEL, RMQ_DELIVER_MS, RMQ_DELAY_MS, RMQ_DELAY_SEC, RMQ_CANCEL,
-        RMQ_LEVEL, ETF1_EPOCH, ETF1_TARGET_TOPIC, ETF1_TARGET_KEY, OUT_ORIGIN, OUT_DUE_MS,
+        TARGET_TOPIC,
+        TARGET_PARTITION,
+        DELAY_MS,
+        DELAY_SEC,
+        DELIVER_AT_MS,
+        DELIVER_AT,
+        DELAY_ID,
+        DELAY_CANCEL,
+        RMQ_DELIVER_MS,
+        RMQ_DELAY_MS,
+        RMQ_DELAY_SEC,
+        RMQ_CANCEL,
+        RMQ_LEVEL,
+        ETF1_EPOCH,
+        ETF1_TARGET_TOPIC,
+        ETF1_TARGET_KEY,
+        OUT_ORIGIN,
+        OUT_DUE_MS,
     }
-)  # fmt: skip
+)
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
@@ -115,8 +130,12 @@ class HeaderRules:
         routes: dict[str, str] | None = None,
         delay_topics: Sequence[str] = (),
     ) -> HeaderRules:
-        return cls(parse_level_table(delay_levels), max_delay_ms, dict(routes or {}),
-                   frozenset(delay_topics))  # fmt: skip
+        return cls(
+            parse_level_table(delay_levels),
+            max_delay_ms,
+            dict(routes or {}),
+            frozenset(delay_topics),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,9 +218,16 @@ def _classify(record: SourceRecord, rules: HeaderRules) -> Decision:
 
 
 _TIMING_PRECEDENCE = (
-    DELIVER_AT_MS, DELIVER_AT, DELAY_MS, DELAY_SEC,
-    RMQ_DELIVER_MS, RMQ_DELAY_MS, RMQ_DELAY_SEC, RMQ_LEVEL, ETF1_EPOCH,
-)  # fmt: skip
+    DELIVER_AT_MS,
+    DELIVER_AT,
+    DELAY_MS,
+    DELAY_SEC,
+    RMQ_DELIVER_MS,
+    RMQ_DELAY_MS,
+    RMQ_DELAY_SEC,
+    RMQ_LEVEL,
+    ETF1_EPOCH,
+)
 
 
 def _due_ms(
@@ -275,9 +301,11 @@ def _text(raw: bytes, what: str) -> str:
 
 def delivered_headers(
     schedule_headers: Sequence[tuple[str, bytes | None]], id: str, origin: str, due_ms: int
-) -> list[tuple[str, bytes | None]]:
+) -> list[tuple[str, str | bytes | None]]:
     """The headers a delivered record carries: the producer's, plus ours."""
-    out = [(k, v) for k, v in schedule_headers if k not in (OUT_ID, OUT_ORIGIN, OUT_DUE_MS)]
+    out: list[tuple[str, str | bytes | None]] = [
+        (k, v) for k, v in schedule_headers if k not in (OUT_ID, OUT_ORIGIN, OUT_DUE_MS)
+    ]
     out.append((OUT_ID, id.encode()))
     out.append((OUT_ORIGIN, origin.encode()))
     out.append((OUT_DUE_MS, str(due_ms).encode()))

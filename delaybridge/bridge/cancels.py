@@ -1,0 +1,129 @@
+"""Cancels reach every store, whichever delay-topic partition they landed in.
+
+A cancel is a record in *some* delay-topic partition, but the message it cancels may sit
+in another partition, owned by another sidecar (a peer's known bug: cancels lost because
+the producer's partitioner put them elsewhere). So the sidecar that consumes a cancel
+does not apply it itself; it re-publishes it to the cancel topic (key = the id), and
+every sidecar reads the whole cancel topic (manual assignment, no group) and applies
+each cancel to every store it holds. Cancels are tiny and rare next to messages.
+
+Protocol:
+
+1. ingest: a cancel record from delay partition P is produced to the cancel topic; P's
+   offset commits only once that produce is acknowledged (so it is never lost);
+2. every sidecar's :class:`CancelFeed` consumes the cancel topic from
+   ``now - cancel_grace_ms`` at start-up, and applies each cancel to all open stores;
+3. cancels seen in the last ``cancel_grace_ms`` are kept (:attr:`recent`) and applied to
+   a store when it is opened later (a partition moving in from another sidecar);
+4. each store also keeps an unmatched cancel for its own grace period, so a cancel that
+   overtakes its message (the message's partition lags) still wins when it arrives.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import orjson
+from confluent_kafka import Consumer, TopicPartition
+
+from delaybridge.bridge.partition import PartitionState
+from delaybridge.bridge.settings import KafkaSettings
+from delaybridge.connectors.kafka import make_consumer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequest:
+    id: str
+    target_topic: str | None
+    origin: str
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            {"id": self.id, "target_topic": self.target_topic, "origin": self.origin}
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes) -> CancelRequest:
+        doc = orjson.loads(raw)
+        return cls(str(doc["id"]), doc.get("target_topic"), str(doc.get("origin", "")))
+
+
+@dataclass
+class CancelResult:
+    matched: int = 0
+    unmatched: int = 0
+
+
+def apply_cancels(parts: Iterable[PartitionState], requests: list[CancelRequest]) -> CancelResult:
+    """Apply a batch of cancels to every store; count how many matched somewhere."""
+    if not requests:
+        return CancelResult()
+    pairs = [(r.id, r.target_topic) for r in requests]
+    hit = [False] * len(pairs)
+    for part in parts:
+        for i, matched in enumerate(part.store.cancel(pairs)):
+            hit[i] = hit[i] or matched
+    n_matched = sum(hit)
+    return CancelResult(n_matched, len(hit) - n_matched)
+
+
+class CancelFeed:
+    """Reads the cancel topic; one owner thread (the service loop)."""
+
+    def __init__(self, kafka: KafkaSettings, topic: str, grace_ms: int) -> None:
+        self._topic = topic
+        self._grace_ms = grace_ms
+        # No group membership: every sidecar reads every partition. (group.id is only
+        # there because librdkafka wants one; nothing is ever committed.)
+        plain = kafka.model_copy(update={"instance_id": ""})
+        self._consumer: Consumer = make_consumer(
+            plain, **{"group.id": f"{kafka.group_id}.cancel-feed"}
+        )
+        self.recent: deque[tuple[int, CancelRequest]] = deque()
+
+    def start(self, now_ms: int, timeout_s: float) -> None:
+        metadata = self._consumer.list_topics(self._topic, timeout=timeout_s)
+        partitions = metadata.topics[self._topic].partitions
+        wanted = [TopicPartition(self._topic, p, now_ms - self._grace_ms) for p in partitions]
+        found = self._consumer.offsets_for_times(wanted, timeout=timeout_s)
+        # No record at or after that time: start at the end (offset -1 = OFFSET_END).
+        self._consumer.assign(
+            [
+                TopicPartition(self._topic, tp.partition, tp.offset if tp.offset >= 0 else -1)
+                for tp in found
+            ]
+        )
+
+    def poll(self, now_ms: int, max_records: int = 10_000) -> list[CancelRequest]:
+        out: list[CancelRequest] = []
+        for msg in self._consumer.consume(max_records, timeout=0):
+            err = msg.error()
+            if err is not None:
+                if not err.retriable() and err.fatal():
+                    raise RuntimeError(f"cancel topic {self._topic!r}: {err.str()}")
+                continue
+            raw = msg.value()
+            try:
+                request = CancelRequest.decode(raw if raw is not None else b"")
+            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+                log.warning(
+                    "cancel topic %s/%s/%s: unreadable cancel (%s); ignored",
+                    msg.topic(),
+                    msg.partition(),
+                    msg.offset(),
+                    exc,
+                )
+                continue
+            out.append(request)
+            self.recent.append((now_ms, request))
+        while self.recent and self.recent[0][0] < now_ms - self._grace_ms:
+            self.recent.popleft()
+        return out
+
+    def close(self) -> None:
+        self._consumer.close()

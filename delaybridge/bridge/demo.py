@@ -1,0 +1,217 @@
+"""The README's main command: a local broker, the sidecar, delayed messages seen arriving.
+
+1. start a local Kafka 4.x broker (pinned jars from Maven Central) in ``work_dir``;
+2. create a delay topic with three partitions and two target topics;
+3. run the sidecar in this process (its own thread, real store on disk, HTTP on a free
+   port);
+4. send messages with different delays and header dialects (native, RocketMQ 5 and 4,
+   etf1), one message that is cancelled before it is due, and one bad record that
+   goes to the dead-letter topic;
+5. show each arrival live: due time, actual time, lateness;
+6. stop the sidecar, reconcile sent vs delivered with PySpark, stop the broker.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+from rich.console import Console
+from rich.table import Table
+
+from delaybridge.bridge.headers import OUT_DUE_MS, OUT_ERROR, OUT_ID
+from delaybridge.bridge.service import Service
+from delaybridge.bridge.settings import load
+from delaybridge.connectors.kafka import ensure_topics, header_text, make_admin
+from delaybridge.errors import DelayBridgeError
+
+DELAY_TOPIC = "demo.delay"
+TARGETS = ("demo.orders", "demo.reminders")
+DLT = "demo.dead-letter"
+
+
+@dataclass(frozen=True)
+class DemoMessage:
+    id: str
+    target: str
+    headers: tuple[tuple[str, str | bytes | None], ...]
+    note: str
+
+
+def _messages(now_ms: int) -> list[DemoMessage]:
+    def native(id: str, target: str, header: str, value: str, note: str) -> DemoMessage:
+        return DemoMessage(
+            id, target, (("delay-target-topic", target), (header, value), ("delay-id", id)), note
+        )
+
+    return [
+        native("order-1001", TARGETS[0], "delay-ms", "1500", "close unpaid order, 1.5 s"),
+        native("order-1002", TARGETS[0], "delay-sec", "3", "close unpaid order, 3 s"),
+        native("remind-7", TARGETS[1], "deliver-at-ms", str(now_ms + 4_000), "absolute time"),
+        native("order-1003", TARGETS[0], "delay-ms", "6000", "cancelled at 2 s: never arrives"),
+        DemoMessage(
+            "rmq5-1",
+            TARGETS[1],
+            (("delay-target-topic", TARGETS[1]), ("TIMER_DELAY_SEC", "2"), ("UNIQ_KEY", "rmq5-1")),
+            "RocketMQ 5 TIMER_DELAY_SEC",
+        ),
+        DemoMessage(
+            "rmq4-1",
+            TARGETS[1],
+            (("delay-target-topic", TARGETS[1]), ("DELAY", "2"), ("delay-id", "rmq4-1")),
+            "RocketMQ 4 level 2 (5 s)",
+        ),
+        DemoMessage(
+            "etf1-1",
+            TARGETS[0],
+            (("scheduler-epoch", str(now_ms // 1000 + 5)), ("scheduler-target-topic", TARGETS[0])),
+            "etf1 kafka-message-scheduler",
+        ),
+        native("past-1", TARGETS[0], "deliver-at-ms", str(now_ms - 60_000), "due a minute ago"),
+    ]
+
+
+def run_demo(work_dir: Path, *, port: int, report: bool = True) -> int:
+    from delaybridge.connectors.localkafka import LocalKafka
+
+    console = Console()
+    if (work_dir / "store").exists():
+        shutil.rmtree(work_dir / "store")
+    broker = LocalKafka(work_dir / "kafka", port=port, controller_port=port + 1)
+    console.rule("1. local Kafka broker")
+    broker.start(timeout_s=120)
+    console.print(f"broker at {broker.bootstrap}")
+    try:
+        return _with_broker(console, broker.bootstrap, work_dir, report)
+    finally:
+        console.rule("stopping the broker")
+        broker.stop()
+
+
+def _with_broker(console: Console, bootstrap: str, work_dir: Path, report: bool) -> int:
+    settings = load(
+        None,
+        kafka={"bootstrap_servers": bootstrap, "group_id": "demo-sidecar"},
+        delay_topics=[DELAY_TOPIC],
+        dead_letter_topic=DLT,
+        cancel_topic="demo.cancels",
+        store={"data_dir": work_dir / "store", "tick_ms": 100},
+        http={"port": 0},
+    )
+    admin = make_admin(settings.kafka)
+    ensure_topics(admin, {DELAY_TOPIC: {}}, partitions=3)
+    ensure_topics(admin, {t: {} for t in (*TARGETS, DLT)})
+    console.rule("2. sidecar")
+    service = Service(settings)
+    ready = threading.Event()
+    runner = threading.Thread(target=service.run, kwargs={"on_ready": ready.set}, daemon=True)
+    runner.start()
+    _await(lambda: service.ready()[0], 60, "the sidecar to join its group")
+    console.print(f"sidecar ready, store in {settings.store.data_dir}")
+
+    watcher = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"demo-watch-{time.time_ns()}",
+            "auto.offset.reset": "latest",
+            "enable.auto.commit": False,
+        }
+    )
+    watcher.subscribe([*TARGETS, DLT])
+    _await(lambda: bool(watcher.poll(0.2) is None and watcher.assignment()), 30, "watcher")
+
+    console.rule("3. sending delayed messages")
+    now_ms = int(time.time() * 1000)
+    messages = _messages(now_ms)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for m in messages:
+        producer.produce(
+            DELAY_TOPIC, f"payload of {m.id}".encode(), m.id.encode(), headers=list(m.headers)
+        )
+        console.print(f"  sent {m.id:<11} → {m.target:<15} {m.note}")
+    producer.produce(DELAY_TOPIC, b"no target", b"bad-1", headers=[("delay-ms", "100")])
+    console.print("  sent bad-1       → (no target header: goes to the dead-letter topic)")
+    producer.flush(30)
+    sent_ms = int(time.time() * 1000)
+
+    table = Table(title="arrivals (due vs actual)")
+    for col in ("id", "topic", "due", "actual", "late ms"):
+        table.add_column(col)
+    expected = {m.id for m in messages} - {"order-1003"} | {"bad-1"}
+    seen: dict[str, int] = {}
+    cancelled = False
+    deadline = time.monotonic() + 30
+    console.rule("4. arrivals")
+    while expected - seen.keys() and time.monotonic() < deadline:
+        if not cancelled and time.time() * 1000 >= sent_ms + 2000:
+            from delaybridge.bridge.sender import send_cancel
+
+            send_cancel(bootstrap, DELAY_TOPIC, "order-1003")
+            console.print("  [yellow]cancelled order-1003[/yellow]")
+            cancelled = True
+        msg = watcher.poll(0.1)
+        if msg is None or msg.error():
+            continue
+        hdrs = header_text(msg)
+        if msg.topic() == DLT:
+            seen["bad-1"] = 0
+            console.print(
+                f"  dead-letter: {hdrs.get(OUT_ERROR)} — {hdrs.get('delay-error-detail')}"
+            )
+            continue
+        id = hdrs.get(OUT_ID, "?")
+        due = int(hdrs.get(OUT_DUE_MS, "0"))
+        actual = msg.timestamp()[1]
+        seen[id] = actual - due
+        console.print(
+            f"  {id:<11} on {msg.topic():<15} due {_clock(due)}  arrived {_clock(actual)}  "
+            f"late {actual - due} ms"
+        )
+        table.add_row(id, str(msg.topic()), _clock(due), _clock(actual), str(actual - due))
+    # The cancelled one was due 6 s after sending; watch a little past that.
+    while time.time() * 1000 < sent_ms + 7_000:
+        msg = watcher.poll(0.2)
+        if msg is not None and not msg.error():
+            hdrs = header_text(msg)
+            seen[hdrs.get(OUT_ID, "?")] = -1
+    watcher.close()
+    console.print(table)
+    service.stop()
+    runner.join(60)
+    missing = expected - seen.keys()
+    early = [i for i, late in seen.items() if late < 0 and i != "bad-1"]
+    leaked = "order-1003" in seen
+    console.print(
+        f"delivered {len(seen)} of {len(expected)} expected; missing {sorted(missing)}; "
+        f"early {early}; cancelled one delivered: {leaked}"
+    )
+    ok = not missing and not early and not leaked
+    if report:
+        console.rule("5. reconciliation (PySpark)")
+        ok = _reconcile(bootstrap, work_dir) and ok
+    console.rule("[green]demo OK[/green]" if ok else "[red]demo FAILED[/red]")
+    return 0 if ok else 1
+
+
+def _reconcile(bootstrap: str, work_dir: Path) -> bool:
+    from delaybridge.spark.demo_report import reconcile_demo
+
+    return bool(reconcile_demo(bootstrap, DELAY_TOPIC, list(TARGETS), work_dir / "report"))
+
+
+def _clock(ms: int) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
+
+
+def _await(condition: object, timeout_s: float, what: str) -> None:
+    assert callable(condition)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise DelayBridgeError(f"timed out after {timeout_s} s waiting for {what}")

@@ -1,0 +1,66 @@
+"""Which delay-topic offset may be committed: only what is durable, never more.
+
+A consumed record is durable in one of two ways: appended to its partition's store and
+then flushed (a :class:`Schedule`), or produced to Kafka and acknowledged (a cancel
+re-published to the cancel topic, a dead-lettered record). :class:`OffsetTracker`
+keeps, per partition, the highest offset handed to the store and the offsets whose
+produce is still unacknowledged; the commit position is the lower of "one past what
+the last flush covered" and "the oldest unacknowledged produce".
+
+Not thread-safe: the service's owner thread calls it (delivery callbacks run inside
+``producer.poll`` on that same thread).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+class OffsetTracker:
+    """Commit bookkeeping for one delay-topic partition."""
+
+    def __init__(self, start_offset: int) -> None:
+        self._handled_upto = start_offset - 1  # every offset <= this was handled
+        self._flushed_upto = start_offset - 1  # ... and durable, as of the last flush
+        self._unacked: OrderedDict[int, bool] = OrderedDict()  # offset -> acked yet?
+        self._committed = start_offset
+
+    def handled(self, offset: int) -> None:
+        """``offset`` was appended to the store or its produce was started."""
+        self._handled_upto = max(self._handled_upto, offset)
+
+    def produce_started(self, offset: int) -> None:
+        self._unacked[offset] = False
+        self.handled(offset)
+
+    def produce_acked(self, offset: int) -> None:
+        if offset in self._unacked:
+            self._unacked[offset] = True
+        while self._unacked:
+            first, acked = next(iter(self._unacked.items()))
+            if not acked:
+                break
+            del self._unacked[first]
+
+    def store_flushed(self) -> None:
+        """Call right after the store's flush(): what was handled before it is durable."""
+        self._flushed_upto = self._handled_upto
+
+    def commit_position(self) -> int:
+        """The next offset to consume after a restart: everything before it is durable."""
+        position = self._flushed_upto + 1
+        if self._unacked:
+            position = min(position, next(iter(self._unacked)))
+        return position
+
+    def take_commit(self) -> int | None:
+        """The position to commit now, or None when it has not moved since last time."""
+        position = self.commit_position()
+        if position <= self._committed:
+            return None
+        self._committed = position
+        return position
+
+    @property
+    def unacked(self) -> int:
+        return len(self._unacked)
