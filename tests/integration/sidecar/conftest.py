@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.sidecar.harness import InProcessSidecar, Topics, Watcher, settings_for
+
+
+@pytest.fixture
+def topics(kafka: Any) -> Topics:
+    return Topics(
+        delay=kafka.create_topic("delay", partitions=3),
+        targets=[kafka.create_topic("orders", partitions=2), kafka.create_topic("reminders")],
+        dead_letter=kafka.create_topic("dlt"),
+        cancels=kafka.create_topic("cancels"),
+    )
+
+
+@pytest.fixture
+def sidecar(kafka: Any, topics: Topics, tmp_path: Path) -> Iterator[InProcessSidecar]:
+    settings = settings_for(
+        kafka.bootstrap_servers, topics, tmp_path / "data", f"g-{topics.delay}",
+        delivery={"missing_topic_retry_ms": 3_000},
+    )  # fmt: skip
+    running = InProcessSidecar.start(settings)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def watcher(kafka: Any, topics: Topics) -> Iterator[Watcher]:
+    w = Watcher(kafka.bootstrap_servers, [*topics.targets, topics.dead_letter])
+    yield w
+    w.close()

@@ -1,0 +1,109 @@
+"""kill -9 in the middle of a run, SIGTERM drain, and two sidecars sharing a group."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.sidecar.harness import (
+    InProcessSidecar,
+    SubprocessSidecar,
+    Topics,
+    Watcher,
+    iter_chunks,
+    now_ms,
+    produce,
+    settings_for,
+)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def _send_spread(kafka: Any, topics: Topics, n: int, spread_ms: int, prefix: str) -> int:
+    """n messages due over the next ``spread_ms``; returns the latest due time."""
+    t = now_ms() + 1_000
+    for chunk in iter_chunks(n, 2_000):
+        records = [
+            (f"k{i}".encode(), f"v{i}".encode(), [
+                ("delay-target-topic", topics.targets[i % 2]),
+                ("deliver-at-ms", str(t + (i * spread_ms) // n)),
+                ("delay-id", f"{prefix}-{i}"),
+            ])
+            for i in chunk
+        ]  # fmt: skip
+        produce(kafka.bootstrap_servers, topics.delay, records)
+    return t + spread_ms
+
+
+def test_kill9_mid_run_loses_nothing_and_repeats_only_in_flight(
+    kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path
+) -> None:
+    n = 6_000
+    settings = settings_for(kafka.bootstrap_servers, topics, tmp_path / "data", f"g-{topics.delay}")
+    side = SubprocessSidecar(settings, tmp_path)
+    side.start()
+    side.wait_log("assigned", 60)
+    last_due = _send_spread(kafka, topics, n, 8_000, "crash")
+    # Kill once some but not all messages are out.
+    watcher.until(lambda a: len(a) >= n // 3, 60, "a third delivered before the kill")
+    side.kill9()
+    before_kill = len(watcher.arrivals)
+    side.start()
+    watcher.until(lambda a: {x.id for x in a} >= {f"crash-{i}" for i in range(n)},
+                  120, "every message after restart")  # fmt: skip
+    watcher.settle(2.0)
+    side.terminate(30)
+    counts = Counter(watcher.ids())
+    duplicates = sum(c - 1 for c in counts.values())
+    early = [a.id for a in watcher.arrivals if a.timestamp_ms < a.due_ms]
+    print(f"\nkill -9 after {before_kill} of {n} deliveries: {duplicates} duplicates, "
+          f"{len(early)} early, last due {last_due}")  # fmt: skip
+    assert not early
+    assert len(counts) == n
+    # Duplicates may only come from the in-flight window (bounded by max_in_flight_records).
+    assert duplicates <= settings.delivery.max_in_flight_records
+
+
+def test_sigterm_drains_and_exits_within_grace(
+    kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path
+) -> None:
+    settings = settings_for(kafka.bootstrap_servers, topics, tmp_path / "data", f"g-{topics.delay}",
+                            shutdown_grace_ms=5_000)  # fmt: skip
+    side = SubprocessSidecar(settings, tmp_path)
+    side.start()
+    side.wait_log("assigned", 60)
+    _send_spread(kafka, topics, 1_000, 500, "drain")
+    watcher.until(lambda a: len(a) >= 100, 30, "deliveries under way")
+    assert side.terminate(timeout_s=15) == 0
+    assert "sidecar stopped" in side.tail()
+    side.start()
+    watcher.until(lambda a: {x.id for x in a} >= {f"drain-{i}" for i in range(1_000)},
+                  60, "the rest after restart")  # fmt: skip
+    side.terminate(15)
+
+
+def test_two_sidecars_share_partitions_and_take_over(
+    kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path
+) -> None:
+    group = f"g-{topics.delay}"
+    one = InProcessSidecar.start(settings_for(kafka.bootstrap_servers, topics, tmp_path / "data",
+                                              group, http={"port": 0}))  # fmt: skip
+    two = InProcessSidecar.start(settings_for(kafka.bootstrap_servers, topics, tmp_path / "data",
+                                              group, http={"port": 0}))  # fmt: skip
+    try:
+        one.wait_for(lambda: len(one.service.parts) + len(two.service.parts) == 3
+                     and bool(one.service.parts) and bool(two.service.parts),
+                     60, "the three partitions split between the two")  # fmt: skip
+        _send_spread(kafka, topics, 3_000, 6_000, "ha")
+        watcher.until(lambda a: len(a) >= 300, 30, "deliveries from both")
+        one.stop()
+        two.wait_for(lambda: len(two.service.parts) == 3, 60, "survivor owns all partitions")
+        watcher.until(lambda a: {x.id for x in a} >= {f"ha-{i}" for i in range(3_000)},
+                      90, "every message delivered by the survivor")  # fmt: skip
+        early = [a.id for a in watcher.arrivals if a.timestamp_ms < a.due_ms]
+        assert not early
+    finally:
+        two.stop()
