@@ -1,0 +1,73 @@
+# The delaybridge sidecar image: the `delaybridge` CLI in a virtualenv, no PySpark
+# (the reconciliation job needs its own image with the `spark` extra and Java).
+#
+#   docker build -t delaybridge:0.1.0 .
+#   podman build --build-arg BASE_IMAGE=localhost/delaybridge-python:3.11 -t delaybridge:0.1.0 .
+#
+# BASE_IMAGE is any Debian-like image with Python 3.11+ and the venv module: the
+# public python:3.11-slim by default, or the local Debian bookworm + python3 image
+# that scripts/build-images makes where no registry is reachable (scripts/build-sidecar-image).
+# Both stages use the same base, so the virtualenv's interpreter link stays valid.
+ARG BASE_IMAGE=python:3.11-slim
+
+FROM ${BASE_IMAGE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_ROOT_USER_ACTION=ignore
+# `python3`, not `python`: Debian's own interpreter has only the former.
+RUN python3 -m venv /opt/delaybridge \
+ && /opt/delaybridge/bin/pip install --quiet --upgrade pip
+WORKDIR /src
+# Dependencies first, from pyproject.toml alone, so that a code change reuses this layer.
+COPY pyproject.toml ./
+RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > requirements.txt \
+ && /opt/delaybridge/bin/pip install --quiet -r requirements.txt
+# Then the package itself, as a wheel (no editable install, no source tree in the image).
+COPY . ./
+RUN constraints="" \
+ && if [ -f constraints.txt ]; then constraints="-c constraints.txt"; fi \
+ && /opt/delaybridge/bin/pip wheel --quiet --no-deps --wheel-dir /wheels . \
+ && /opt/delaybridge/bin/pip install --quiet $constraints /wheels/delaybridge-*.whl \
+ && /opt/delaybridge/bin/python -c 'import importlib.util as u; assert u.find_spec("pyspark") is None, "PySpark must not be in the sidecar image"' \
+ && /opt/delaybridge/bin/delaybridge --help > /dev/null
+
+FROM ${BASE_IMAGE}
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="delaybridge" \
+      org.opencontainers.image.description="Arbitrary-delay and scheduled messages for Apache Kafka (sidecar)" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# uid/gid 10001: outside the range of system and first login users, matching the
+# Helm chart's runAsUser and fsGroup. The store lives under /var/lib/delaybridge.
+RUN groupadd --system --gid 10001 delaybridge \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home \
+      --home-dir /var/lib/delaybridge --shell /usr/sbin/nologin delaybridge \
+ && mkdir -p /var/lib/delaybridge /etc/delaybridge \
+ && chown 10001:10001 /var/lib/delaybridge \
+ && chmod 0750 /var/lib/delaybridge \
+ && printf '%s\n' \
+      '# Default config of the delaybridge image. Mount your own over /etc/delaybridge, or' \
+      '# override with DELAYBRIDGE_<SECTION>__<KEY> variables, e.g.' \
+      '# DELAYBRIDGE_KAFKA__BOOTSTRAP_SERVERS. Listening on 0.0.0.0 requires' \
+      '# DELAYBRIDGE_HTTP__ADMIN_TOKEN.' \
+      'kafka:' \
+      '  bootstrap_servers: 127.0.0.1:9092' \
+      'store:' \
+      '  data_dir: /var/lib/delaybridge' \
+      'http:' \
+      '  host: 0.0.0.0' \
+      '  port: 8080' \
+      > /etc/delaybridge/config.yaml
+COPY --from=build /opt/delaybridge /opt/delaybridge
+# Byte code was compiled at install time; nothing is written outside the store and
+# /tmp, so the container runs with a read-only root filesystem.
+ENV PATH=/opt/delaybridge/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+USER 10001:10001
+WORKDIR /var/lib/delaybridge
+EXPOSE 8080
+# No HEALTHCHECK: Kubernetes uses the chart's probes on /healthz and /readyz, and the
+# OCI image format podman builds by default has no HEALTHCHECK field.
+ENTRYPOINT ["delaybridge"]
+CMD ["run", "--config", "/etc/delaybridge/config.yaml"]
