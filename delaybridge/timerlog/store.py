@@ -1,70 +1,344 @@
-"""TimerStore: the public face of one delay-topic partition's store (skeleton)."""
+"""TimerStore: commit log + timer log + time wheel for one delay-topic partition.
+
+Write path (``append``): encode the batch into one buffer and write it to the
+commit log (one ``pwrite``); place every message in the wheel (its due tick, or a
+roll slot when it lies beyond the window); link the batch's timer-log entries to
+their slots with a few numpy operations; write the entries (one ``pwrite``). No
+per-message state stays in memory.
+
+Read path (``take_due``): see :mod:`reader`. Cancel and lookup scan the live timer
+log's ``id_hash`` column with numpy and confirm candidates against the commit log.
+
+Durability: ``flush`` fsyncs the logs, then atomically replaces the checkpoint;
+recovery (:mod:`recovery`) returns the store to exactly that checkpoint.
+
+Not thread-safe: one owner thread calls every method; there are no locks.
+"""
 
 from __future__ import annotations
 
+import os
+import zlib
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
+from delaybridge.timerlog import timer_codec
+from delaybridge.timerlog.checkpoint import Checkpoint
 from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock
+from delaybridge.timerlog.commit_codec import encode_batch
+from delaybridge.timerlog.commit_log import DUE_OFFSET
+from delaybridge.timerlog.errors import DelayTooLong
+from delaybridge.timerlog.placement import place
+from delaybridge.timerlog.reader import Reader
 from delaybridge.timerlog.records import DeliveryCursor, DueRecord, TimerRecord
+from delaybridge.timerlog.recovery import Opened, recover
 from delaybridge.timerlog.settings import StoreSettings
 from delaybridge.timerlog.stats import StoreStats
+from delaybridge.timerlog.timer_codec import EntryType
+
+I64 = npt.NDArray[np.int64]
+LIVE_RECOMPUTE_MS = 5_000
 
 
 class TimerStore:
-    """Commit log + timer log + time wheel for one delay-topic partition.
+    """The store of one delay-topic partition. Open it with :meth:`open`.
 
     Not thread-safe: one owner thread calls every method (no locks in the hot path).
     """
 
+    def __init__(self, directory: Path, settings: StoreSettings, clock: Clock,
+                 opened: Opened) -> None:
+        self.directory = directory
+        self.settings = settings
+        self.clock = clock
+        self._lock_fd = opened.lock_fd
+        self.commit = opened.commit
+        self.timer = opened.timer
+        self.wheel = opened.wheel
+        self.cancels = opened.cancels
+        self.wheel_rebuilt = opened.wheel_rebuilt
+        ck = opened.checkpoint
+        self._live_start = ck.live_start
+        self._live_at_ms = clock.now_ms()
+        self._last_source_offset = ck.last_source_offset
+        self._appended = ck.appended_total
+        self._delivered = ck.delivered_total
+        self._cancelled = ck.cancelled_total
+        self._unknown_cancels = ck.unknown_cancels_total
+        self._rolled = ck.rolled_total
+        self._pending: Counter[str] = Counter(ck.pending_by_topic)
+        done = DeliveryCursor(ck.done_tick_ms, ck.done_index)
+        self.reader = Reader(self.timer, self.commit, self.wheel, self.cancels,
+                             settings.tick_ms, done, self._write_rolls)
+        self._closed = False
+
     @classmethod
-    def open(
-        cls, directory: Path, settings: StoreSettings, clock: Clock = SYSTEM_CLOCK
-    ) -> TimerStore:
-        """Create the store in ``directory`` or recover the one there.
+    def open(cls, directory: Path, settings: StoreSettings,
+             clock: Clock = SYSTEM_CLOCK, *, verify_commit_log: bool = False) -> TimerStore:
+        """Create the store in ``directory`` or recover it to its last flush.
 
         Raises ConfigError naming ``tick_ms`` or ``wheel_slots`` when they differ from
-        the files, IntegrityError (file + offset) when flushed data is corrupt.
+        the files, IntegrityError (file + offset) when flushed data is damaged.
+        ``verify_commit_log`` also checks every live commit-log record's CRC (slow
+        for big stores; otherwise each record is checked when it is read).
         """
-        raise NotImplementedError
+        settings.validate()
+        opened = recover(directory, settings, clock.now_ms(), verify_commit_log)
+        return cls(directory, settings, clock, opened)
 
+    # -- writing --------------------------------------------------------------
     def append(self, records: Sequence[TimerRecord]) -> None:
-        """Store a batch; due times in the past are due at once. Durable after flush()."""
-        raise NotImplementedError
+        """Store a batch; due times in the past are due at once. Durable after flush().
 
+        Raises DelayTooLong (nothing stored) if a record is due more than
+        ``max_delay_ms`` after now; the sidecar validates first and dead-letters.
+        """
+        if not records:
+            return
+        n = len(records)
+        now = self.clock.now_ms()
+        due = np.fromiter([r.due_ms for r in records], np.int64, n)
+        late = int(due.max()) - now
+        if late > self.settings.max_delay_ms:
+            worst = records[int(due.argmax())]
+            raise DelayTooLong(
+                f"record {worst.id!r} (source offset {worst.source_offset}) is due in "
+                f"{late} ms, above max_delay_ms={self.settings.max_delay_ms}"
+            )
+        parts, sizes, hashes = encode_batch(records)
+        cl_pos = self.commit.append_encoded(parts, sizes)
+        slot, kinds = self._place(due, self.reader.done.tick_ms, EntryType.MESSAGE)
+        first = self._link_and_write(slot, kinds, np.asarray(hashes, dtype=np.uint32), cl_pos)
+        self._appended += n
+        self._pending.update([r.target_topic for r in records])
+        self._last_source_offset = max(self._last_source_offset,
+                                       max(r.source_offset for r in records))
+        if self.cancels.waiting:
+            self._apply_waiting(records, first, slot)
+
+    def _place(self, due: I64, floor_tick_ms: int, kind: EntryType) -> tuple[I64, I64]:
+        slot, kinds = place(due, read_tick_ms=self.reader.tick, floor_tick_ms=floor_tick_ms,
+                            tick_ms=self.settings.tick_ms, window_ms=self.settings.window_ms,
+                            kind=kind)
+        return slot, kinds.astype(np.int64)
+
+    def _link_and_write(self, slot: I64, kinds: I64, hashes: npt.NDArray[np.uint32],
+                        cl_pos: I64) -> int:
+        first = self.timer.end
+        indexes = np.arange(first, first + len(slot), dtype=np.int64)
+        prev = self.wheel.link(slot, indexes)
+        entries = timer_codec.build(hashes, prev, slot, cl_pos, kinds.astype(np.uint64))
+        self.timer.append(entries)
+        future = slot[slot > self.reader.tick]
+        if len(future):
+            self.reader.placed(int(future.min()))
+        return first
+
+    def _write_rolls(self, indexes: list[int], cl_positions: list[int], floor_tick_ms: int) -> None:
+        """Copy rolled messages forward and place them again (called by the reader)."""
+        raws = [self.commit.raw(p) for p in cl_positions]
+        due = np.fromiter((int.from_bytes(r[DUE_OFFSET : DUE_OFFSET + 8], "little", signed=True)
+                           for r in raws), np.int64, len(raws))
+        hashes = np.fromiter((self.timer.entry(k)[0] for k in indexes), np.uint32, len(indexes))
+        cl_pos = self.commit.append_encoded(raws, [len(r) for r in raws])
+        slot, kinds = self._place(due, floor_tick_ms, EntryType.ROLLED)
+        self._link_and_write(slot, kinds, hashes, cl_pos)
+        self._rolled += len(raws)
+
+    # -- cancel and lookup ------------------------------------------------------
     def cancel(self, ids: Sequence[tuple[str, str | None]]) -> list[bool]:
-        """Cancel (id, target_topic or None) pairs; True where a pending message matched."""
-        raise NotImplementedError
+        """Cancel messages by (id, target topic or None); True where a pending one matched.
 
-    def flush(self) -> None:
-        """fsync data, then write the checkpoint: everything before this call is durable."""
-        raise NotImplementedError
+        With a topic, only a message with that id *and* that target topic matches
+        (an id colliding on another topic cancels nothing). An unmatched cancel waits
+        ``cancel_grace_ms`` for its message (it may arrive later from another
+        partition) and is then counted as unknown. Durable after flush().
+        """
+        now = self.clock.now_ms()
+        self._expire(now)
+        result = [False] * len(ids)
+        candidates = self._scan({zlib.crc32(i.encode()) for i, _ in ids})
+        for j, (rid, topic) in enumerate(ids):
+            for index, slot_ms, cl_pos in candidates.get(zlib.crc32(rid.encode()), ()):
+                if index in self.cancels.applied or not self.reader.is_pending(index, slot_ms):
+                    continue
+                rec = self.commit.read(cl_pos)
+                if rec.id != rid or (topic is not None and rec.target_topic != topic):
+                    continue
+                self.cancels.apply(index, slot_ms)
+                self._cancelled += 1
+                self._pending[rec.target_topic] -= 1
+                result[j] = True
+            if not result[j]:
+                if self.settings.cancel_grace_ms > 0:
+                    self.cancels.wait(rid, topic, now + self.settings.cancel_grace_ms)
+                else:
+                    self._unknown_cancels += 1
+        self.cancels.write_pending()
+        return result
 
-    @property
-    def last_source_offset(self) -> int:
-        """Highest source offset appended (durable after flush), -1 when none."""
-        raise NotImplementedError
+    def _apply_waiting(self, records: Sequence[TimerRecord], first: int, slot: I64) -> None:
+        waiting = self.cancels.waiting
+        for j, r in enumerate(records):
+            if r.id in waiting and self.cancels.take_waiting(r.id, r.target_topic):
+                self.cancels.apply(first + j, int(slot[j]))
+                self._cancelled += 1
+                self._pending[r.target_topic] -= 1
+        self.cancels.write_pending()
 
-    def take_due(self, max_records: int) -> list[DueRecord]:
-        """Up to ``max_records`` due messages in delivery order."""
-        raise NotImplementedError
+    def _expire(self, now: int) -> None:
+        self._unknown_cancels += self.cancels.expire(now)
 
-    def next_due_ms(self) -> int | None:
-        """Earliest time something may become due, None when nothing is pending."""
-        raise NotImplementedError
-
-    def commit_delivered(self, cursor: DeliveryCursor) -> None:
-        """Everything up to ``cursor`` was delivered; durable at the next flush()."""
-        raise NotImplementedError
+    def _scan(self, hashes: set[int]) -> dict[int, list[tuple[int, int, int]]]:
+        """Live entries whose id hash is in ``hashes``: hash -> [(index, slot, cl_pos)]."""
+        found: dict[int, list[tuple[int, int, int]]] = {}
+        if not hashes:
+            return found
+        wanted = np.fromiter(hashes, np.uint32, len(hashes))
+        for first, entries in self.timer.chunks(self._live_start, self.timer.end):
+            for row in np.flatnonzero(np.isin(entries["id_hash"], wanted)):
+                e = entries[row]
+                cl = int(e["cl_word"]) & timer_codec.POS_MASK
+                found.setdefault(int(e["id_hash"]), []).append(
+                    (first + int(row), int(e["slot_ms"]), cl))
+        return found
 
     def lookup(self, id: str) -> TimerRecord | None:
-        """The pending message with this id, or None."""
-        raise NotImplementedError
+        """The pending message with this id, or None. Scans the live timer log."""
+        for index, slot_ms, cl_pos in self._scan({zlib.crc32(id.encode())}).get(
+                zlib.crc32(id.encode()), ()):
+            if index in self.cancels.applied or not self.reader.is_pending(index, slot_ms):
+                continue
+            rec = self.commit.read(cl_pos)
+            if rec.id == id:
+                return rec
+        return None
+
+    # -- reading ----------------------------------------------------------------
+    def take_due(self, max_records: int) -> list[DueRecord]:
+        """Up to ``max_records`` due messages: due tick ascending, then arrival order.
+
+        Successive calls continue where the last one stopped; cancelled and
+        committed messages never come back. A huge tick streams out in bounded
+        batches. Returns [] while a roll waits for in-flight deliveries to be
+        committed (see :mod:`reader`).
+        """
+        out = self.reader.take_due(max_records, self.clock.now_ms())
+        return out
+
+    def next_due_ms(self) -> int | None:
+        """Earliest time something may be due (<= now: call take_due); None: nothing pending."""
+        return self.reader.next_due_ms()
+
+    def commit_delivered(self, cursor: DeliveryCursor) -> None:
+        """Everything handed out up to ``cursor`` was delivered; durable at the next flush.
+
+        After a restart, take_due resumes after the last *flushed* cursor, so only
+        messages handed out but not committed-and-flushed are delivered again.
+        """
+        topics = self.reader.commit(cursor)
+        self._delivered += len(topics)
+        self._pending.subtract(topics)
+
+    # -- durability -------------------------------------------------------------
+    @property
+    def last_source_offset(self) -> int:
+        """Highest source offset appended, -1 if none (durable once flush() returns)."""
+        return self._last_source_offset
+
+    def flush(self, *, recompute_live: bool = False) -> None:
+        """fsync data, then write the checkpoint: everything before this call is durable."""
+        now = self.clock.now_ms()
+        self._expire(now)
+        self.commit.sync()
+        self.timer.sync()
+        self.cancels.sync()
+        done = self.reader.done
+        self.cancels.forget_before(done.tick_ms)
+        if recompute_live or now - self._live_at_ms >= LIVE_RECOMPUTE_MS:
+            _, min_first = self.wheel.live_summary(done.tick_ms)
+            self._live_start = self.timer.end if min_first is None else min_first
+            self._live_at_ms = now
+        self._checkpoint().save(self.directory)
+        if self._live_start < self.timer.end:
+            cl_start = self.timer.entry(self._live_start)[3]
+        else:
+            cl_start = self.commit.end
+        if self.timer.delete_before(self._live_start) + self.commit.delete_before(cl_start):
+            self.timer.sync()
+            self.commit.sync()
+        if self.cancels.needs_compaction():
+            self.cancels.compact()
+            self._checkpoint().save(self.directory)
+            self.cancels.drop_old()
+
+    def _checkpoint(self) -> Checkpoint:
+        done = self.reader.done
+        return Checkpoint(
+            tick_ms=self.settings.tick_ms,
+            wheel_slots=self.settings.wheel_slots,
+            commit_end=self.commit.end,
+            timer_end=self.timer.end,
+            live_start=self._live_start,
+            done_tick_ms=done.tick_ms,
+            done_index=done.index,
+            cancel_generation=self.cancels.generation,
+            cancel_end=self.cancels.end,
+            last_source_offset=self._last_source_offset,
+            appended_total=self._appended,
+            delivered_total=self._delivered,
+            cancelled_total=self._cancelled,
+            unknown_cancels_total=self._unknown_cancels,
+            rolled_total=self._rolled,
+            pending_by_topic={t: c for t, c in self._pending.items() if c},
+        )
 
     def stats(self) -> StoreStats:
-        """Counters for metrics and the admin API."""
-        raise NotImplementedError
+        """Counters for metrics and the admin API (cheap except bytes_on_disk's stats)."""
+        now = self.clock.now_ms()
+        self._expire(now)
+        nxt = self.reader.next_due_ms()
+        files = [self.directory / "wheel", self.directory / "checkpoint"]
+        extra = sum(os.stat(f).st_blocks * 512 for f in files if f.exists())
+        return StoreStats(
+            pending=sum(self._pending.values()),
+            pending_by_topic={t: c for t, c in self._pending.items() if c},
+            bytes_on_disk=self.commit.log.bytes_on_disk() + self.timer.log.bytes_on_disk()
+            + self.cancels.bytes_on_disk() + extra,
+            read_lag_ms=max(0, now - nxt) if nxt is not None else 0,
+            appended_total=self._appended,
+            delivered_total=self._delivered,
+            cancelled_total=self._cancelled,
+            unknown_cancels_total=self._unknown_cancels,
+            waiting_cancels=self.cancels.waiting_count(),
+            rolled_total=self._rolled,
+            commit_segments=len(self.commit.log.segments),
+            timer_segments=len(self.timer.log.segments),
+            last_source_offset=self._last_source_offset,
+        )
+
+    def release_pages(self) -> None:
+        """Drop mapped log pages from this process's RSS (they stay in the page cache)."""
+        self.commit.log.release_pages()
+        self.timer.log.release_pages()
 
     def close(self) -> None:
-        """Flush and release files and maps."""
-        raise NotImplementedError
+        """Flush, stamp the wheel clean, release files and maps."""
+        if self._closed:
+            return
+        self.flush(recompute_live=True)
+        self.wheel.set_stamp(self.timer.end + 1)
+        self._closed = True
+        for part in (self.commit, self.timer, self.cancels, self.wheel):
+            part.close()
+        os.close(self._lock_fd)
+
+    def __enter__(self) -> TimerStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,93 @@
+"""The checkpoint: the one small file that says what the store durably holds.
+
+Format: a 16-byte envelope, then a JSON body (orjson)::
+
+    offset size field
+     0      4   magic     b"DBCK"
+     4      2   version   FORMAT_VERSION
+     6      2   reserved  0
+     8      4   length    bytes of the JSON body
+    12      4   crc       CRC-32 of the body
+    16      .   body      the fields of :class:`Checkpoint`
+
+It is replaced atomically (write temp, fsync, rename, fsync dir) as the last step
+of every flush, after the logs it points into were fsynced; so it always describes
+data that is on disk. JSON because it is small, written a few times a second at
+most, and read by people during incidents.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import orjson
+
+from delaybridge.errors import IntegrityError
+from delaybridge.timerlog.durable import write_atomic
+from delaybridge.wheel.file_header import FORMAT_VERSION
+
+MAGIC = b"DBCK"
+ENVELOPE = struct.Struct(
+    "<"
+    "4s"  # magic
+    "H"  # version
+    "2x"  # reserved
+    "I"  # length of the body
+    "I"  # crc of the body
+)
+assert ENVELOPE.size == 16
+FILE_NAME = "checkpoint"
+
+
+@dataclass
+class Checkpoint:
+    """Everything recovery needs besides the logs themselves."""
+
+    tick_ms: int
+    wheel_slots: int
+    commit_end: int = 0
+    """Commit-log position up to which records are flushed."""
+    timer_end: int = 0
+    """Timer-log index up to which entries are flushed (one entry per record)."""
+    live_start: int = 0
+    """Timer-log index before which nothing is pending (older segments are deletable)."""
+    done_tick_ms: int = 0
+    """Delivery cursor: every entry at or before (done_tick_ms, done_index) is done."""
+    done_index: int = -1
+    cancel_generation: int = 0
+    cancel_end: int = 0
+    last_source_offset: int = -1
+    appended_total: int = 0
+    delivered_total: int = 0
+    cancelled_total: int = 0
+    unknown_cancels_total: int = 0
+    rolled_total: int = 0
+    pending_by_topic: dict[str, int] = field(default_factory=dict)
+
+    def save(self, directory: Path) -> None:
+        body = orjson.dumps(asdict(self))
+        envelope = ENVELOPE.pack(MAGIC, FORMAT_VERSION, len(body), zlib.crc32(body))
+        write_atomic(directory / FILE_NAME, envelope + body)
+
+    @staticmethod
+    def load(directory: Path) -> Checkpoint | None:
+        """The checkpoint in ``directory``; None if the store was never flushed."""
+        path = directory / FILE_NAME
+        if not path.exists():
+            return None
+        raw = path.read_bytes()
+        if len(raw) < ENVELOPE.size:
+            raise IntegrityError(f"{path}: offset 0: checkpoint shorter than its envelope")
+        magic, version, length, crc = ENVELOPE.unpack_from(raw)
+        if magic != MAGIC or version != FORMAT_VERSION:
+            raise IntegrityError(f"{path}: offset 0: not a version {FORMAT_VERSION} checkpoint")
+        body = raw[ENVELOPE.size : ENVELOPE.size + length]
+        if len(body) != length or zlib.crc32(body) != crc:
+            raise IntegrityError(f"{path}: offset {ENVELOPE.size}: checkpoint CRC mismatch")
+        try:
+            return Checkpoint(**orjson.loads(body))
+        except (TypeError, orjson.JSONDecodeError) as exc:
+            raise IntegrityError(f"{path}: offset {ENVELOPE.size}: bad checkpoint: {exc}") from exc

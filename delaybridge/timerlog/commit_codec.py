@@ -1,0 +1,186 @@
+"""Commit-log record format: the sidecar's own copy of one accepted message.
+
+One variable-length record per message, shared by the writer, the reader and
+recovery. Layout (little-endian)::
+
+    offset size field
+     0      4   length          total record length in bytes, this field included
+     4      4   crc             CRC-32 of bytes 8..length (everything after this field)
+     8      1   type            RecordType.MESSAGE
+     9      1   reserved        0
+    10      2   id_len          bytes of the UTF-8 delay-id
+    12      2   topic_len       bytes of the UTF-8 target topic
+    14      2   header_count    number of headers
+    16      8   due_ms          absolute due time, epoch ms
+    24      8   source_offset   offset in the delay-topic partition
+    32      8   source_ts_ms    the delay-topic record's timestamp
+    40      4   target_partition  -1 = producer's partitioner decides
+    44      4   key_len         -1 = null key
+    48      4   value_len       -1 = null value (tombstone)
+    52      .   id, topic, key, value, then per header:
+                name_len u16, value_len i32 (-1 = null), name, value
+
+The CRC does not cover the length field itself; a damaged length is still caught,
+because the CRC of the wrong byte range fails (or the length runs past the end).
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import zlib
+from collections.abc import Sequence
+from enum import IntEnum
+from pathlib import Path
+
+from delaybridge.errors import IntegrityError
+from delaybridge.timerlog.records import Headers, TimerRecord
+
+PREFIX = struct.Struct(
+    "<"
+    "I"  # length: whole record, bytes
+    "I"  # crc: CRC-32 of bytes 8..length
+)
+FIELDS = struct.Struct(
+    "<"
+    "B"  # type: RecordType
+    "x"  # reserved
+    "H"  # id_len
+    "H"  # topic_len
+    "H"  # header_count
+    "q"  # due_ms
+    "q"  # source_offset
+    "q"  # source_ts_ms
+    "i"  # target_partition
+    "i"  # key_len, -1 = None
+    "i"  # value_len, -1 = None
+)
+HEADER_ITEM = struct.Struct(
+    "<"
+    "H"  # name_len
+    "i"  # value_len, -1 = None
+)
+FIXED_SIZE = PREFIX.size + FIELDS.size
+assert PREFIX.size == 8 and FIELDS.size == 44 and FIXED_SIZE == 52
+MAX_ID_BYTES = 0xFFFF
+Buffer = bytes | memoryview | mmap.mmap
+
+
+class RecordType(IntEnum):
+    """On-disk record tags of the commit log."""
+
+    MESSAGE = 1
+
+
+def encode_headers(headers: Headers) -> bytes:
+    """The header block of one record."""
+    out = []
+    for name, value in headers:
+        nb = name.encode()
+        if value is None:
+            out.append(HEADER_ITEM.pack(len(nb), -1) + nb)
+        else:
+            out.append(HEADER_ITEM.pack(len(nb), len(value)) + nb + value)
+    return b"".join(out)
+
+
+def encode_batch(records: Sequence[TimerRecord]) -> tuple[list[bytes], list[int], list[int]]:
+    """Encode records: (pieces to join, each record's length, CRC-32 of each id)."""
+    pack_fields = FIELDS.pack
+    pack_prefix = PREFIX.pack
+    crc32 = zlib.crc32
+    message = int(RecordType.MESSAGE)
+    out: list[bytes] = []
+    sizes: list[int] = []
+    id_hashes: list[int] = []
+    for r in records:
+        idb = r.id.encode()
+        id_hashes.append(crc32(idb))
+        tb = r.target_topic.encode()
+        key = r.key
+        value = r.value
+        hb = encode_headers(r.headers) if r.headers else b""
+        body = b"".join(
+            (
+                pack_fields(
+                    message,
+                    len(idb),
+                    len(tb),
+                    len(r.headers),
+                    r.due_ms,
+                    r.source_offset,
+                    r.source_timestamp_ms,
+                    r.target_partition,
+                    -1 if key is None else len(key),
+                    -1 if value is None else len(value),
+                ),
+                idb,
+                tb,
+                key or b"",
+                value or b"",
+                hb,
+            )
+        )
+        size = len(body) + 8
+        out.append(pack_prefix(size, crc32(body)))
+        out.append(body)
+        sizes.append(size)
+    return out, sizes, id_hashes
+
+
+def record_length(buf: Buffer, offset: int) -> int:
+    """The length field of the record at ``offset`` of ``buf`` (no checks)."""
+    length: int = PREFIX.unpack_from(buf, offset)[0]
+    return length
+
+
+def check(buf: Buffer, offset: int, limit: int, path: Path, file_offset: int) -> int:
+    """Verify the record at ``offset``; returns its length or raises IntegrityError."""
+    if offset + FIXED_SIZE > limit:
+        raise IntegrityError(f"{path}: offset {file_offset}: record header runs past the end")
+    length, crc = PREFIX.unpack_from(buf, offset)
+    if length < FIXED_SIZE or offset + length > limit:
+        raise IntegrityError(f"{path}: offset {file_offset}: bad record length {length}")
+    if zlib.crc32(buf[offset + 8 : offset + length]) != crc:
+        raise IntegrityError(f"{path}: offset {file_offset}: record CRC mismatch")
+    return int(length)
+
+
+def decode(body: bytes, path: Path, file_offset: int) -> TimerRecord:
+    """Decode one record from ``body`` (the bytes after the prefix, CRC already checked)."""
+    try:
+        (kind, id_len, topic_len, n_headers, due_ms, source_offset, source_ts, partition,
+         key_len, value_len) = FIELDS.unpack_from(body)
+        if kind != RecordType.MESSAGE:
+            raise IntegrityError(f"{path}: offset {file_offset}: unknown record type {kind}")
+        o = FIELDS.size
+        rid = body[o : o + id_len].decode()
+        o += id_len
+        topic = body[o : o + topic_len].decode()
+        o += topic_len
+        key = None
+        if key_len >= 0:
+            key = body[o : o + key_len]
+            o += key_len
+        value = None
+        if value_len >= 0:
+            value = body[o : o + value_len]
+            o += value_len
+        headers: Headers = ()
+        if n_headers:
+            items: list[tuple[str, bytes | None]] = []
+            unpack_item = HEADER_ITEM.unpack_from
+            for _ in range(n_headers):
+                name_len, hv_len = unpack_item(body, o)
+                o += HEADER_ITEM.size
+                name = body[o : o + name_len].decode()
+                o += name_len
+                if hv_len < 0:
+                    items.append((name, None))
+                else:
+                    items.append((name, body[o : o + hv_len]))
+                    o += hv_len
+            headers = tuple(items)
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise IntegrityError(f"{path}: offset {file_offset}: malformed record: {exc}") from exc
+    return TimerRecord(rid, due_ms, topic, partition, key, value, headers, source_offset, source_ts)

@@ -1,0 +1,157 @@
+"""Opening a store: create it, or recover it to exactly its last checkpoint.
+
+The protocol (the code below follows these steps):
+
+1. Take the directory's lock (``LOCK``, ``flock``): one process per store.
+2. Read ``checkpoint``; none means a store never flushed: start from empty logs.
+   ``tick_ms`` / ``wheel_slots`` different from the settings -> ConfigError naming
+   the setting (they define which slot a time maps to).
+3. Open the wheel file (its header repeats tick and slots: same check).
+4. Open the commit log and the timer log and cut each back to the checkpoint's end
+   (``commit_end``, ``timer_end``): whatever was written after the last flush is
+   discarded. The sidecar re-reads it from Kafka, because it commits Kafka offsets
+   only after a flush (DESIGN.md section 4). A file shorter than the checkpoint says,
+   or a missing segment, is an IntegrityError naming the file and offset.
+5. Check every live timer-log entry (``live_start`` .. ``timer_end``): CRC, type,
+   commit-log position inside the log and increasing (entries and records are
+   one-to-one and in the same order). Check that the last entry's record ends
+   exactly at ``commit_end``, with a valid CRC.
+6. If the wheel file is stamped clean at ``timer_end`` and every used slot's CRC
+   holds, keep it; otherwise rebuild it from the entries of step 5 (those in ticks
+   at or after the delivery cursor's). The wheel is only an index.
+7. Replay the cancel log up to ``cancel_end``; delete other generations.
+8. Stamp the wheel "in use" (a crash from now on forces step 6's rebuild).
+9. Optionally (``verify_commit_log``) check the CRC of every live commit record;
+   otherwise each record's CRC is checked when it is read for delivery.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from delaybridge.errors import ConfigError, IntegrityError
+from delaybridge.timerlog import timer_codec
+from delaybridge.timerlog.cancels import CancelBook
+from delaybridge.timerlog.checkpoint import Checkpoint
+from delaybridge.timerlog.commit_codec import check
+from delaybridge.timerlog.commit_log import CommitLog
+from delaybridge.timerlog.errors import StoreLocked
+from delaybridge.timerlog.settings import StoreSettings
+from delaybridge.timerlog.timer_log import TimerLog
+from delaybridge.wheel import TimingWheel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Opened:
+    """The parts of a recovered store, ready to use."""
+
+    lock_fd: int
+    checkpoint: Checkpoint
+    commit: CommitLog
+    timer: TimerLog
+    wheel: TimingWheel
+    cancels: CancelBook
+    wheel_rebuilt: bool
+
+
+def _lock(directory: Path) -> int:
+    fd = os.open(directory / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        os.close(fd)
+        raise StoreLocked(f"{directory}: the store is open in another process") from exc
+    return fd
+
+
+def recover(directory: Path, settings: StoreSettings, now_ms: int,
+            verify_commit_log: bool = False) -> Opened:
+    directory.mkdir(parents=True, exist_ok=True)
+    lock_fd = _lock(directory)  # step 1
+    try:
+        return _recover(directory, settings, now_ms, verify_commit_log, lock_fd)
+    except BaseException:
+        os.close(lock_fd)
+        raise
+
+
+def _recover(directory: Path, settings: StoreSettings, now_ms: int, verify: bool,
+             lock_fd: int) -> Opened:
+    tick = settings.tick_ms
+    ckpt = Checkpoint.load(directory)  # step 2
+    if ckpt is None:
+        ckpt = Checkpoint(tick, settings.wheel_slots, done_tick_ms=now_ms // tick * tick)
+    for name, have, want in (("tick_ms", ckpt.tick_ms, tick),
+                             ("wheel_slots", ckpt.wheel_slots, settings.wheel_slots)):
+        if have != want:
+            raise ConfigError(
+                f"store setting {name}={want} does not match the store in {directory} "
+                f"(created with {name}={have}); use the old value or a new data directory"
+            )
+    wheel = TimingWheel(directory / "wheel", tick, settings.wheel_slots)  # step 3
+    commit = CommitLog(directory / "commitlog", settings.commit_segment_bytes)  # step 4
+    timer = TimerLog(directory / "timerlog", settings.timer_segment_entries)
+    cancels = CancelBook(directory)
+    try:
+        commit.open(ckpt.commit_end)
+        timer.open(ckpt.timer_end)
+        if ckpt.live_start < timer.start:
+            raise IntegrityError(
+                f"{directory / 'timerlog'}: entries from {ckpt.live_start} are pending but "
+                f"the oldest segment starts at {timer.start}"
+            )
+        trust = wheel.stamp == ckpt.timer_end + 1 and len(wheel.bad_slots()) == 0
+        if not trust:
+            log.info("%s: rebuilding the wheel from the timer log", directory)
+            wheel.clear()
+        _check_entries(timer, commit, ckpt, wheel if not trust else None)  # steps 5, 6
+        cancels.open(ckpt.cancel_generation, ckpt.cancel_end, ckpt.done_tick_ms)  # step 7
+        wheel.set_stamp(0)  # step 8
+        if verify and ckpt.live_start < ckpt.timer_end:  # step 9
+            first_cl = timer.entry(ckpt.live_start)[3]
+            commit.verify(first_cl, ckpt.commit_end)
+    except BaseException:
+        for part in (commit, timer, cancels, wheel):
+            part.close()
+        raise
+    return Opened(lock_fd, ckpt, commit, timer, wheel, cancels, not trust)
+
+
+def _check_entries(timer: TimerLog, commit: CommitLog, ckpt: Checkpoint,
+                   wheel: TimingWheel | None) -> None:
+    last_cl = -1
+    kinds_ok = np.array([int(k) for k in timer_codec.EntryType], dtype=np.uint64)
+    for first, entries in timer.chunks(ckpt.live_start, ckpt.timer_end):
+        cl = timer_codec.positions_of(entries)
+        kinds = timer_codec.kinds_of(entries)
+        bad = np.flatnonzero(~np.isin(kinds, kinds_ok))
+        order_bad = np.flatnonzero(np.diff(cl, prepend=last_cl) <= 0)
+        if len(bad) or len(order_bad) or cl[-1] >= ckpt.commit_end or cl[0] < commit.log.start:
+            row = int(min([*bad[:1], *order_bad[:1], len(cl) - 1]))
+            seg, off = timer.log.locate((first + row) * timer_codec.ENTRY_SIZE)
+            raise IntegrityError(
+                f"{seg.path}: offset {off}: timer-log entry {first + row} has a bad type or "
+                f"commit-log position {int(cl[row])}"
+            )
+        last_cl = int(cl[-1])
+        if wheel is not None:
+            keep = entries["slot_ms"] >= ckpt.done_tick_ms
+            indexes = np.arange(first, first + len(entries), dtype=np.int64)
+            wheel.rebuild_chunk(entries["slot_ms"][keep], indexes[keep])
+    if ckpt.timer_end > ckpt.live_start:
+        seg, off = commit.log.locate(last_cl)
+        mm = seg.map()
+        length = check(mm, off, len(mm), seg.path, off)
+        if last_cl + length != ckpt.commit_end:
+            raise IntegrityError(
+                f"{seg.path}: offset {off}: last record ends at log position "
+                f"{last_cl + length}, the checkpoint says {ckpt.commit_end}"
+            )

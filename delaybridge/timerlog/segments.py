@@ -1,0 +1,194 @@
+"""An append-only log split into segment files, written with pwrite, read through mmap.
+
+Positions are byte offsets in the whole log, counted from the store's first byte
+ever written; a segment file ``<base:020d>.<suffix>`` holds the log from ``base``
+on, after its 64-byte header. A segment is created with its full size (a sparse
+file), mapped once, and sealed when the next batch does not fit; the next segment
+starts exactly where the last one's data ended, so positions have no gaps and the
+end of a sealed segment is the base of the next. Batches never straddle segments.
+
+Not thread-safe: the store's owner thread calls it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from delaybridge.errors import IntegrityError
+from delaybridge.timerlog.durable import allocated_bytes, fsync_dir
+from delaybridge.wheel.file_header import HEADER_SIZE, FileHeader, FileKind
+
+
+@dataclass(eq=False)
+class Segment:
+    """One segment file: its log position, its descriptor and (lazily) its map."""
+
+    base: int
+    path: Path
+    fd: int
+    capacity: int
+    """Data bytes the file can hold (file size minus the header)."""
+    mm: mmap.mmap | None = field(default=None, repr=False)
+
+    def map(self) -> mmap.mmap:
+        if self.mm is None:
+            self.mm = mmap.mmap(self.fd, HEADER_SIZE + self.capacity, access=mmap.ACCESS_READ)
+        return self.mm
+
+    def close(self) -> None:
+        if self.mm is not None:
+            self.mm.close()
+            self.mm = None
+        os.close(self.fd)
+
+
+class SegmentedLog:
+    """The segment files of one log kind in one directory."""
+
+    def __init__(self, directory: Path, kind: FileKind, suffix: str, entry_size: int,
+                 segment_bytes: int) -> None:
+        self.directory = directory
+        self.kind = kind
+        self.suffix = suffix
+        self.entry_size = entry_size
+        self.segment_bytes = segment_bytes
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self.end = 0
+        self._dirty: set[Segment] = set()
+        self._dir_dirty = False
+
+    # -- opening and recovery ------------------------------------------------
+    def open(self, end: int) -> None:
+        """Adopt the files on disk and cut the log back to ``end`` (the checkpoint's).
+
+        Steps: read every header (magic, version, base = file name); delete segments
+        that start at or after ``end``; check every remaining file is long enough for
+        the data the checkpoint says it holds; zero what lies past ``end``.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        found = sorted(self.directory.glob(f"*.{self.suffix}"))
+        for path in found:
+            base = int(path.stem)
+            if base >= end:  # holds nothing the checkpoint vouches for
+                path.unlink()
+                self._dir_dirty = True
+                continue
+            fd = os.open(path, os.O_RDWR)
+            with os.fdopen(os.dup(fd), "rb") as f:
+                header = FileHeader.decode(f.read(HEADER_SIZE), path, self.kind)
+            size = os.fstat(fd).st_size
+            if header.base != base or header.entry_size != self.entry_size:
+                os.close(fd)
+                raise IntegrityError(f"{path}: offset 0: header base/entry size do not match")
+            self.segments.append(Segment(base, path, fd, size - HEADER_SIZE))
+        self._bases = [s.base for s in self.segments]
+        for i, seg in enumerate(self.segments):
+            data_end = self.segments[i + 1].base if i + 1 < len(self.segments) else end
+            if data_end - seg.base > seg.capacity:
+                raise IntegrityError(
+                    f"{seg.path}: offset {HEADER_SIZE + seg.capacity}: file ends before "
+                    f"log position {data_end} that the checkpoint says is flushed"
+                )
+        if self.segments and self.segments[0].base > end:
+            raise IntegrityError(f"{self.segments[0].path}: offset 0: log starts after its end")
+        self.end = end
+        if self.segments:
+            last = self.segments[-1]
+            keep = HEADER_SIZE + (end - last.base)
+            os.ftruncate(last.fd, keep)  # drop unflushed bytes past the checkpoint
+            os.ftruncate(last.fd, HEADER_SIZE + last.capacity)
+
+    @property
+    def start(self) -> int:
+        """Lowest position still on disk."""
+        return self.segments[0].base if self.segments else self.end
+
+    # -- writing -------------------------------------------------------------
+    def append(self, data: bytes) -> int:
+        """Write ``data`` at the end with one syscall; returns its position."""
+        size = len(data)
+        seg = self.segments[-1] if self.segments else None
+        if seg is None or self.end + size > seg.base + seg.capacity:
+            seg = self._new_segment(max(self.segment_bytes, size))
+        pos = self.end
+        offset = HEADER_SIZE + pos - seg.base
+        written = os.pwrite(seg.fd, data, offset)
+        if written != size:  # pwrite on a regular file writes all or raises
+            view = memoryview(data)
+            while written < size:
+                written += os.pwrite(seg.fd, view[written:], offset + written)
+        self.end = pos + size
+        self._dirty.add(seg)
+        return pos
+
+    def _new_segment(self, capacity: int) -> Segment:
+        path = self.directory / f"{self.end:020d}.{self.suffix}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.pwrite(fd, FileHeader(self.kind, self.entry_size, self.end).encode(), 0)
+        os.ftruncate(fd, HEADER_SIZE + capacity)
+        seg = Segment(self.end, path, fd, capacity)
+        self.segments.append(seg)
+        self._bases.append(seg.base)
+        self._dir_dirty = True
+        return seg
+
+    def sync(self) -> None:
+        """fsync every segment written since the last sync, then the directory."""
+        for seg in self._dirty:
+            os.fsync(seg.fd)
+        self._dirty.clear()
+        if self._dir_dirty:
+            fsync_dir(self.directory)
+            self._dir_dirty = False
+
+    # -- reading -------------------------------------------------------------
+    def locate(self, pos: int) -> tuple[Segment, int]:
+        """The segment holding ``pos`` and the file offset of ``pos`` in it."""
+        i = bisect.bisect_right(self._bases, pos) - 1
+        if i < 0 or pos >= self.end:
+            raise IntegrityError(
+                f"{self.directory}: position {pos} is outside the log [{self.start}, {self.end})"
+            )
+        seg = self.segments[i]
+        return seg, HEADER_SIZE + pos - seg.base
+
+    def segment_end(self, index: int) -> int:
+        """Log position where the data of ``segments[index]`` ends."""
+        if index + 1 < len(self.segments):
+            return self.segments[index + 1].base
+        return self.end
+
+    def release_pages(self) -> None:
+        """Drop mapped pages from this process's RSS (they stay in the page cache)."""
+        for seg in self.segments:
+            if seg.mm is not None:
+                seg.mm.madvise(mmap.MADV_DONTNEED)
+
+    # -- deletion ------------------------------------------------------------
+    def delete_before(self, pos: int) -> int:
+        """Delete segments whose data lies wholly before ``pos``; never the last one."""
+        removed = 0
+        while len(self.segments) > 1 and self.segments[1].base <= pos:
+            seg = self.segments.pop(0)
+            self._bases.pop(0)
+            self._dirty.discard(seg)
+            seg.close()
+            seg.path.unlink()
+            removed += 1
+        if removed:
+            self._dir_dirty = True
+        return removed
+
+    def bytes_on_disk(self) -> int:
+        return sum(allocated_bytes(s.path) for s in self.segments)
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.close()
+        self.segments.clear()
+        self._bases.clear()

@@ -1,0 +1,108 @@
+"""Timer-log entry format: 32 fixed bytes pointing to a commit-log record.
+
+Like RocketMQ's 52-byte TimerLog unit, each entry points to its message in the
+commit log and to the previous entry of the same wheel slot, so a slot is a linked
+list threaded through an append-only log. Ours is smaller and checked::
+
+    offset size field
+     0      4   crc       CRC-32 of bytes 4..32 (zlib polynomial, see fixedcrc)
+     4      4   id_hash   CRC-32 of the UTF-8 delay-id: cancel and lookup scan this
+     8      8   prev      timer-log index of the previous entry of this slot, -1 none
+    16      8   slot_ms   absolute time of the wheel slot the entry sits in
+    24      8   cl_word   commit-log byte position (low 56 bits) | EntryType << 56
+
+The entry size (32) is in the file header instead of in every entry: all entries
+have it. An entry's *index* (0, 1, 2, ... over the life of the store) is its
+position; segment files are named by the index of their first entry.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from enum import IntEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from delaybridge.wheel.fixedcrc import FixedCrc
+
+ENTRY = struct.Struct(
+    "<"
+    "I"  # crc: CRC-32 of bytes 4..32
+    "I"  # id_hash: CRC-32 of the delay-id
+    "q"  # prev: index of the previous entry in this slot's list, -1 = first
+    "q"  # slot_ms: time of the wheel slot
+    "Q"  # cl_word: commit-log position | type << 56
+)
+ENTRY_SIZE = ENTRY.size
+assert ENTRY_SIZE == 32
+
+DTYPE = np.dtype(
+    [
+        ("crc", "<u4"),
+        ("id_hash", "<u4"),
+        ("prev", "<i8"),
+        ("slot_ms", "<i8"),
+        ("cl_word", "<u8"),
+    ]
+)
+assert DTYPE.itemsize == ENTRY_SIZE
+
+TYPE_SHIFT = 56
+POS_MASK = (1 << TYPE_SHIFT) - 1
+
+Entries = npt.NDArray[np.void]
+
+CRC = FixedCrc(ENTRY_SIZE - 4)
+
+
+class EntryType(IntEnum):
+    """What reaching an entry's slot means."""
+
+    MESSAGE = 1
+    """Deliver the message."""
+    ROLL = 2
+    """The message is due beyond the window: re-enter it (copy forward) now."""
+    ROLLED = 3
+    """A message re-entered by a roll: deliver it, but it may sort before older
+    entries of its tick (lists holding one are ordered by source offset)."""
+
+
+def build(
+    id_hash: npt.NDArray[np.uint32],
+    prev: npt.NDArray[np.int64],
+    slot_ms: npt.NDArray[np.int64],
+    cl_pos: npt.NDArray[np.int64],
+    kinds: npt.NDArray[np.uint64],
+) -> Entries:
+    """A structured array of entries with their CRCs filled in."""
+    entries = np.empty(len(id_hash), dtype=DTYPE)
+    entries["id_hash"] = id_hash
+    entries["prev"] = prev
+    entries["slot_ms"] = slot_ms
+    entries["cl_word"] = cl_pos.astype(np.uint64) | (kinds << np.uint64(TYPE_SHIFT))
+    entries["crc"] = CRC.compute(entries.view(np.uint8).reshape(-1, ENTRY_SIZE)[:, 4:])
+    return entries
+
+
+def bad_rows(entries: Entries) -> npt.NDArray[np.intp]:
+    """Row numbers whose CRC does not match (a torn or flipped entry)."""
+    rows = entries.view(np.uint8).reshape(-1, ENTRY_SIZE)
+    return np.flatnonzero(CRC.compute(rows[:, 4:]) != entries["crc"])
+
+
+def kinds_of(entries: Entries) -> npt.NDArray[np.uint64]:
+    return entries["cl_word"] >> np.uint64(TYPE_SHIFT)
+
+
+def positions_of(entries: Entries) -> npt.NDArray[np.int64]:
+    return (entries["cl_word"] & np.uint64(POS_MASK)).astype(np.int64)
+
+
+def decode_one(
+    raw: bytes | memoryview | mmap.mmap, offset: int
+) -> tuple[int, int, int, int, int, int]:
+    """(crc, id_hash, prev, slot_ms, cl_pos, kind) of one entry, unchecked."""
+    crc, id_hash, prev, slot_ms, word = ENTRY.unpack_from(raw, offset)
+    return crc, id_hash, prev, slot_ms, word & POS_MASK, word >> TYPE_SHIFT

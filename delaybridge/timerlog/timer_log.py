@@ -1,0 +1,141 @@
+"""The timer log: 32-byte entries, appended per batch, read by index or in chunks.
+
+Entry formats are in :mod:`timer_codec`; files are a :class:`SegmentedLog` whose
+positions are ``index * 32``. Not thread-safe: the store's owner thread calls it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from delaybridge.errors import IntegrityError
+from delaybridge.timerlog import timer_codec as codec
+from delaybridge.timerlog.segments import SegmentedLog
+from delaybridge.wheel.file_header import HEADER_SIZE, FileKind
+
+ENTRY = codec.ENTRY_SIZE
+I64 = npt.NDArray[np.int64]
+CHUNK_ENTRIES = 1 << 18  # 8 MiB per vectorised pass
+
+
+class TimerLog:
+    """Segmented timer log in ``<store>/timerlog/``."""
+
+    def __init__(self, directory: Path, entries_per_segment: int) -> None:
+        self.log = SegmentedLog(directory, FileKind.TIMER_LOG, "tlog", ENTRY,
+                                entries_per_segment * ENTRY)
+
+    def open(self, end_index: int) -> None:
+        self.log.open(end_index * ENTRY)
+
+    @property
+    def end(self) -> int:
+        """Index the next entry will get."""
+        return self.log.end // ENTRY
+
+    @property
+    def start(self) -> int:
+        return self.log.start // ENTRY
+
+    def append(self, entries: codec.Entries) -> int:
+        """Write a batch of entries with one syscall; returns the first one's index."""
+        return self.log.append(entries.tobytes()) // ENTRY
+
+    def _where(self, index: int) -> tuple[Path, mmap.mmap, int]:
+        seg, offset = self.log.locate(index * ENTRY)
+        return seg.path, seg.map(), offset
+
+    def entry(self, index: int) -> tuple[int, int, int, int, int]:
+        """(id_hash, prev, slot_ms, cl_pos, kind) of one entry, CRC checked."""
+        path, mm, off = self._where(index)
+        crc, id_hash, prev, slot_ms, cl_pos, kind = codec.decode_one(mm, off)
+        if zlib.crc32(mm[off + 4 : off + ENTRY]) != crc:
+            raise IntegrityError(f"{path}: offset {off}: timer-log entry {index} CRC mismatch")
+        return id_hash, prev, slot_ms, cl_pos, kind
+
+    def chase(self, last: int, count: int) -> tuple[I64, I64, I64]:
+        """A slot's list, oldest first: (indexes, commit-log positions, entry types).
+
+        The list is threaded backwards (each entry knows its predecessor), so it is
+        collected whole before it can be read in arrival order: 24 bytes per entry,
+        never the messages themselves. Every entry's CRC is checked on the way.
+        """
+        idx = np.empty(count, dtype=np.int64)
+        cls = np.empty(count, dtype=np.int64)
+        kinds = np.empty(count, dtype=np.int64)
+        segs = self.log.segments
+        bases = [s.base for s in segs]
+        lo = hi = 0
+        mm: mmap.mmap | None = None
+        path = self.log.directory
+        unpack = codec.ENTRY.unpack_from
+        crc32 = zlib.crc32
+        mask, shift = codec.POS_MASK, codec.TYPE_SHIFT
+        index = last
+        for i in range(count - 1, -1, -1):
+            pos = index * ENTRY
+            if not lo <= pos < hi or mm is None:
+                seg_i = bisect.bisect_right(bases, pos) - 1
+                if index < 0 or seg_i < 0 or pos >= self.log.end:
+                    raise IntegrityError(
+                        f"{self.log.directory}: slot list of {count} entries points to entry "
+                        f"{index} outside the log at its entry {i}"
+                    )
+                lo, hi = bases[seg_i], self.log.segment_end(seg_i)
+                mm = segs[seg_i].map()
+                path = segs[seg_i].path
+            off = HEADER_SIZE + pos - lo
+            crc, _, prev, _, word = unpack(mm, off)
+            if crc32(mm[off + 4 : off + ENTRY]) != crc:
+                raise IntegrityError(f"{path}: offset {off}: timer-log entry {index} CRC mismatch")
+            idx[i] = index
+            cls[i] = word & mask
+            kinds[i] = word >> shift
+            index = prev
+        return idx, cls, kinds
+
+    def read(self, start: int, stop: int) -> codec.Entries:
+        """Entries ``[start, stop)`` as a structured array (a copy, may span segments)."""
+        parts = []
+        pos, end = start * ENTRY, stop * ENTRY
+        while pos < end:
+            seg, off = self.log.locate(pos)
+            seg_i = self.log.segments.index(seg)
+            take = min(end, self.log.segment_end(seg_i)) - pos
+            parts.append(np.frombuffer(seg.map(), dtype=codec.DTYPE, count=take // ENTRY,
+                                       offset=off).copy())
+            pos += take
+        if not parts:
+            return np.empty(0, dtype=codec.DTYPE)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def chunks(self, start: int, stop: int) -> Iterator[tuple[int, codec.Entries]]:
+        """(first index, entries) for ``[start, stop)`` in bounded chunks, CRC checked."""
+        for first in range(start, stop, CHUNK_ENTRIES):
+            last = min(stop, first + CHUNK_ENTRIES)
+            entries = self.read(first, last)
+            bad = codec.bad_rows(entries)
+            if len(bad):
+                index = first + int(bad[0])
+                seg, off = self.log.locate(index * ENTRY)
+                raise IntegrityError(
+                    f"{seg.path}: offset {off}: timer-log entry {index} CRC mismatch"
+                )
+            yield first, entries
+        self.log.release_pages()
+
+    def sync(self) -> None:
+        self.log.sync()
+
+    def delete_before(self, index: int) -> int:
+        return self.log.delete_before(index * ENTRY)
+
+    def close(self) -> None:
+        self.log.close()

@@ -1,0 +1,208 @@
+"""The time wheel on disk: a fixed array of slots, memory-mapped, updated per batch.
+
+How it works (tick 100 ms, 864,000 slots = a one-day window): a message due at
+``t`` sits in the list of slot ``(t // tick_ms) % slots``, and the slot records
+``time_ms = t``. Appending a batch links each new timer-log entry to the newest
+entry of its slot (its ``prev``) and moves the slot's ``last`` to it -- done for the
+whole batch with a few numpy operations, not per message. Reading a tick means
+following ``prev`` from ``last``. Because every slot carries its time, slots from
+the previous turn are simply overwritten when their number comes round again.
+
+Example: slots=8, tick=1000. A message due at 14,000 goes to slot 6 with
+time_ms=14,000. Slot 6 also serves 6,000 and 22,000, but only one of those lies
+inside the window [read, read + 8,000) at any moment, which is why the store rolls
+later messages instead of putting them here.
+
+Costs: appending n entries is O(n log n) in numpy; finding the next non-empty tick
+scans slots in vectorised chunks; the file is ``64 + 32 * slots`` bytes (sparse).
+
+The wheel is an index: everything in it can be rebuilt from the timer log
+(:meth:`rebuild_chunk`). Its header's ``stamp`` holds ``timer_end + 1`` after a
+clean close and 0 while in use, so recovery knows whether to trust it.
+
+Not thread-safe: the store's owner thread calls it.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from delaybridge.errors import ConfigError, IntegrityError
+from delaybridge.wheel.file_header import HEADER_SIZE, FileHeader, FileKind
+from delaybridge.wheel.slot_codec import CRC, DTYPE, SLOT_SIZE
+
+I64 = npt.NDArray[np.int64]
+SCAN_CHUNK_SLOTS = 8192
+
+
+class TimingWheel:
+    """The slot array of one store, backed by ``<directory>/wheel``."""
+
+    def __init__(self, path: Path, tick_ms: int, slots: int) -> None:
+        self.path = path
+        self.tick_ms = tick_ms
+        self.n_slots = slots
+        size = HEADER_SIZE + SLOT_SIZE * slots
+        fresh = not path.exists()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if fresh:
+            header = FileHeader(FileKind.WHEEL, SLOT_SIZE, 0, tick_ms, slots, 0)
+            os.pwrite(self._fd, header.encode(), 0)
+            os.ftruncate(self._fd, size)
+            self.stamp = 0
+        else:
+            raw = os.pread(self._fd, HEADER_SIZE, 0)
+            header = FileHeader.decode(raw, path, FileKind.WHEEL)
+            for name, have, want in (("tick_ms", header.tick_ms, tick_ms),
+                                     ("wheel_slots", header.slots, slots)):
+                if have != want:
+                    os.close(self._fd)
+                    raise ConfigError(
+                        f"store setting {name}={want} does not match {path} (written with "
+                        f"{name}={have}); use the old value or a new data directory"
+                    )
+            if os.fstat(self._fd).st_size != size:
+                os.close(self._fd)
+                raise IntegrityError(f"{path}: offset {size}: wheel file has the wrong size")
+            self.stamp = header.stamp
+        self._mm = mmap.mmap(self._fd, size)
+        self.slots = np.frombuffer(self._mm, dtype=DTYPE, count=slots, offset=HEADER_SIZE)
+
+    # -- state of the file ---------------------------------------------------
+    def set_stamp(self, stamp: int) -> None:
+        """Write the header's stamp durably (msync the slots first)."""
+        self._mm.flush()
+        header = FileHeader(FileKind.WHEEL, SLOT_SIZE, 0, self.tick_ms, self.n_slots, stamp)
+        os.pwrite(self._fd, header.encode(), 0)
+        os.fsync(self._fd)
+        self.stamp = stamp
+
+    def bad_slots(self) -> npt.NDArray[np.intp]:
+        """Slots in use whose CRC fails (checked in chunks to bound memory)."""
+        bad: list[npt.NDArray[np.intp]] = []
+        step = 1 << 16
+        for start in range(0, self.n_slots, step):
+            part = self.slots[start : start + step]
+            used = np.flatnonzero(part["count"] != 0)
+            rows = part[used].view(np.uint8).reshape(-1, SLOT_SIZE)[:, 4:]
+            wrong = used[CRC.compute(rows) != part["crc"][used]]
+            bad.append(wrong + start)
+        return np.concatenate(bad) if bad else np.empty(0, dtype=np.intp)
+
+    def clear(self) -> None:
+        self.slots["count"] = 0
+
+    def flush(self) -> None:
+        self._mm.flush()
+
+    def release_pages(self) -> None:
+        self._mm.madvise(mmap.MADV_DONTNEED)
+
+    # -- lists ----------------------------------------------------------------
+    def index(self, time_ms: I64) -> I64:
+        return (time_ms // self.tick_ms) % self.n_slots
+
+    def list_of(self, time_ms: int) -> tuple[int, int, int]:
+        """(count, first, last) of the tick at ``time_ms``; (0, -1, -1) if empty."""
+        slot = self.slots[(time_ms // self.tick_ms) % self.n_slots]
+        if slot["count"] == 0 or int(slot["time_ms"]) != time_ms:
+            return 0, -1, -1
+        return int(slot["count"]), int(slot["first"]), int(slot["last"])
+
+    def link(self, time_ms: I64, indexes: I64) -> I64:
+        """Add entries (timer-log ``indexes``, ascending) to their ticks; return their prevs.
+
+        Within the batch, an entry's prev is the batch's previous entry of the same
+        tick; the first of each tick links to the slot's current ``last`` (or -1 when
+        the slot is empty or stale).
+        """
+        order = np.argsort(time_ms, kind="stable")
+        t_sorted = time_ms[order]
+        k_sorted = indexes[order]
+        starts = np.empty(len(order), dtype=bool)
+        starts[:1] = True
+        np.not_equal(t_sorted[1:], t_sorted[:-1], out=starts[1:])
+        prev_sorted = np.empty(len(order), dtype=np.int64)
+        prev_sorted[1:] = k_sorted[:-1]
+        group_t = t_sorted[starts]
+        slot_idx = self.index(group_t)
+        cur = self.slots[slot_idx]
+        live = (cur["count"] != 0) & (cur["time_ms"] == group_t)
+        prev_sorted[starts] = np.where(live, cur["last"], -1)
+        prev = np.empty(len(order), dtype=np.int64)
+        prev[order] = prev_sorted
+        group_start = np.flatnonzero(starts)
+        group_end = np.append(group_start[1:], len(order)) - 1
+        self._merge(slot_idx, group_t, k_sorted[group_start], k_sorted[group_end],
+                    group_end - group_start + 1, cur, live)
+        return prev
+
+    def rebuild_chunk(self, time_ms: I64, indexes: I64) -> None:
+        """Re-add entries found in the timer log (ascending indexes) without linking."""
+        if len(time_ms) == 0:
+            return
+        order = np.argsort(time_ms, kind="stable")
+        t_sorted = time_ms[order]
+        k_sorted = indexes[order]
+        starts = np.empty(len(order), dtype=bool)
+        starts[:1] = True
+        np.not_equal(t_sorted[1:], t_sorted[:-1], out=starts[1:])
+        group_t = t_sorted[starts]
+        slot_idx = self.index(group_t)
+        cur = self.slots[slot_idx]
+        live = (cur["count"] != 0) & (cur["time_ms"] == group_t)
+        group_start = np.flatnonzero(starts)
+        group_end = np.append(group_start[1:], len(order)) - 1
+        self._merge(slot_idx, group_t, k_sorted[group_start], k_sorted[group_end],
+                    group_end - group_start + 1, cur, live)
+
+    def _merge(self, slot_idx: I64, group_t: I64, firsts: I64, lasts: I64, counts: I64,
+               cur: npt.NDArray[np.void], live: npt.NDArray[np.bool_]) -> None:
+        new = np.empty(len(slot_idx), dtype=DTYPE)
+        new["time_ms"] = group_t
+        new["first"] = np.where(live, cur["first"], firsts)
+        new["last"] = lasts
+        new["count"] = np.where(live, cur["count"], 0) + counts
+        new["crc"] = CRC.compute(new.view(np.uint8).reshape(-1, SLOT_SIZE)[:, 4:])
+        self.slots[slot_idx] = new
+
+    # -- scanning ------------------------------------------------------------
+    def next_ticks(self, from_ms: int, to_ms: int, limit: int = SCAN_CHUNK_SLOTS) -> list[int]:
+        """Non-empty ticks in [from_ms, to_ms], ascending, scanning at most ``limit`` slots.
+
+        Returns [] only if the whole range was scanned and found empty; callers
+        resume after the last returned tick (or after ``from_ms + limit`` ticks).
+        """
+        if to_ms < from_ms:
+            return []
+        n_ticks = min((to_ms - from_ms) // self.tick_ms + 1, limit, self.n_slots)
+        times = from_ms + self.tick_ms * np.arange(n_ticks, dtype=np.int64)
+        part = self.slots[self.index(times)]
+        hit = (part["count"] != 0) & (part["time_ms"] == times)
+        return [int(t) for t in times[hit]]
+
+    def live_summary(self, from_ms: int) -> tuple[int | None, int | None]:
+        """(earliest tick >= from_ms in use, smallest ``first`` among them)."""
+        step = 1 << 18
+        earliest: int | None = None
+        min_first: int | None = None
+        for start in range(0, self.n_slots, step):
+            part = self.slots[start : start + step]
+            used = (part["count"] != 0) & (part["time_ms"] >= from_ms)
+            if not used.any():
+                continue
+            t = int(part["time_ms"][used].min())
+            f = int(part["first"][used].min())
+            earliest = t if earliest is None else min(earliest, t)
+            min_first = f if min_first is None else min(min_first, f)
+        return earliest, min_first
+
+    def close(self) -> None:
+        del self.slots
+        self._mm.close()
+        os.close(self._fd)
