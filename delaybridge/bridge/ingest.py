@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException, Message, Producer
@@ -29,7 +29,6 @@ from delaybridge.bridge.deadletter import dead_letter_headers
 from delaybridge.bridge.headers import (
     Cancel,
     HeaderRules,
-    Headers,
     Rejected,
     Schedule,
     SourceRecord,
@@ -37,6 +36,7 @@ from delaybridge.bridge.headers import (
 )
 from delaybridge.bridge.partition import PartitionState
 from delaybridge.bridge.reasons import Reason
+from delaybridge.connectors.kafka import headers_of
 from delaybridge.timerlog import TimerRecord
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class Ingestor:
             if part is None or part.revoking:
                 continue  # revoked while the batch was in flight; the next owner reads it
             _ts_type, ts = msg.timestamp()
-            headers = cast(Headers, msg.headers() or ())
+            headers = headers_of(msg)
             record = SourceRecord(topic, partition, offset, ts, msg.key(), msg.value(), headers)
             decision = classify(record, self._rules)
             if isinstance(decision, Schedule):

@@ -9,7 +9,7 @@ and the benchmarks talk to Kafka the same way (security settings pass through).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer
 from confluent_kafka import KafkaError as RdKafkaError
@@ -110,12 +110,11 @@ def ensure_topics(
             raise wrap(exc, f"create topic {name!r}") from exc
 
 
+def headers_of(msg: Message) -> list[tuple[str, bytes | None]]:
+    """A consumed record's headers, in order (librdkafka gives a list of pairs)."""
+    return cast(list[tuple[str, bytes | None]], msg.headers() or [])
+
+
 def header_text(msg: Message) -> dict[str, str]:
     """A consumed record's headers as text (last one wins; undecodable bytes replaced)."""
-    out: dict[str, str] = {}
-    for name, raw in msg.headers() or ():
-        if isinstance(raw, bytes):
-            out[name] = raw.decode("utf-8", "replace")
-        else:
-            out[name] = "" if raw is None else str(raw)
-    return out
+    return {name: (raw or b"").decode("utf-8", "replace") for name, raw in headers_of(msg)}
