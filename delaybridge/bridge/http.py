@@ -24,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -134,6 +135,15 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a stuck client never blocks shutdown
     router: Router
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # socketserver's default prints a traceback to stderr; route it through logging.
+        # A client that hangs up mid-answer is routine (a scrape timed out), not an error.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            log.debug("HTTP client %s went away: %s", client_address, exc)
+        else:
+            log.exception("HTTP request from %s failed", client_address)
+
 
 class _Server6(_Server):
     address_family = socket.AF_INET6
@@ -156,12 +166,16 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self) -> None:
         self._serve()
 
-    def _serve(self) -> None:
+    def do_HEAD(self) -> None:
+        # Some probes use HEAD: answer as GET, headers only.
+        self._serve(head=True)
+
+    def _serve(self, head: bool = False) -> None:
         if not self._discard_body():
             return
         parts = urlsplit(self.path)
         request = Request(
-            method=self.command,
+            method="GET" if head else self.command,
             path=parts.path,
             query=parse_qs(parts.query, keep_blank_values=True),
             authorization=self.headers.get("Authorization"),
@@ -175,7 +189,8 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in response.headers:
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(response.body)
+        if not head:
+            self.wfile.write(response.body)
 
     def _discard_body(self) -> bool:
         raw = self.headers.get("Content-Length") or "0"

@@ -316,3 +316,11 @@ def test_port_in_use_is_a_config_error(
     taken = HttpServer(HttpSettings(host="127.0.0.1", port=client.port), control, metrics)
     with pytest.raises(ConfigError, match=f"http.port={client.port}"):
         taken.start()
+
+
+def test_head_answers_like_get_without_a_body(client: Client, control: FakeControl) -> None:
+    reply = client("HEAD", "/healthz")
+    assert (reply.status, reply.body) == (200, b"")
+    assert int(reply.headers["content-length"]) > 0
+    control.is_healthy = False
+    assert client("HEAD", "/healthz").status == 503
