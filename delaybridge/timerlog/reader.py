@@ -2,8 +2,8 @@
 
 State is a position ``(tick, next)``: the tick being read and the ordinal of the
 next entry of its list. The list of the current tick is collected once (24 bytes
-per entry) and then read in order, in bounded batches; entries appended to the
-current tick meanwhile (past-due messages) extend it at the end.
+per entry) and then read in order, in bounded batches. It cannot change while it
+is read: appends never target the tick being read (see :mod:`placement`).
 
 Three cursors matter for at-least-once delivery:
 
@@ -67,6 +67,7 @@ class Reader:
         self.cancelled_skipped = 0
         self._write_rolls = write_rolls
         self._idx: I64 | None = None
+        self._count = 0
         self._cl: I64 = EMPTY
         self._kinds: I64 = EMPTY
         self._upcoming: deque[int] = deque()
@@ -77,7 +78,8 @@ class Reader:
     # -- the current tick's list ------------------------------------------------
     def _load(self) -> I64:
         count, _, last = self.wheel.list_of(self.tick)
-        if count == 0:
+        self._count = count
+        if self.next >= count:  # read before a restart; its entries may be deleted
             self._idx, self._cl, self._kinds = EMPTY, EMPTY, EMPTY
             return EMPTY
         idx, cl, kinds = self.timer.chase(last, count)
@@ -94,19 +96,6 @@ class Reader:
         seg, off = self.clog.log.locate(cl_pos)
         value: int = _Q.unpack_from(seg.map(), off + SOURCE_OFFSET_OFFSET)[0]
         return value
-
-    def _grow(self) -> bool:
-        """Pick up entries appended to the current tick after its list was loaded."""
-        assert self._idx is not None
-        count, _, last = self.wheel.list_of(self.tick)
-        extra = count - len(self._idx)
-        if extra <= 0:
-            return False
-        idx, cl, kinds = self.timer.chase(last, extra)
-        self._idx = np.concatenate((self._idx, idx))
-        self._cl = np.concatenate((self._cl, cl))
-        self._kinds = np.concatenate((self._kinds, kinds))
-        return True
 
     def _enter(self, tick: int) -> None:
         self.tick, self.next, self._idx = tick, 0, None
@@ -159,16 +148,18 @@ class Reader:
         inflight = self.inflight
         roll_idx: list[int] = []
         roll_cl: list[int] = []
+        half_window = self.wheel.n_slots // 2 * self.tick_ms
         while len(out) < max_records:
             idx = self._idx if self._idx is not None else self._load()
             i = self.next
-            if i >= len(idx):
-                if self._grow():
-                    continue
-                if self.tick >= now_tick:
+            if i >= self._count:
+                limit = now_tick
+                if inflight:  # keep room in the wheel for new messages (see placement)
+                    limit = min(limit, self.done.tick_ms + half_window)
+                if self.tick >= limit:
                     break
                 self._flush_rolls(roll_idx, roll_cl)
-                self._advance(now_tick)
+                self._advance(limit)
                 continue
             k = int(idx[i])
             if k in applied:
@@ -216,8 +207,7 @@ class Reader:
     def has_due_now(self) -> bool:
         if self._idx is None:
             self._load()
-        assert self._idx is not None
-        return self.next < len(self._idx) or self.wheel.list_of(self.tick)[0] > len(self._idx)
+        return self.next < self._count
 
     def next_due_ms(self) -> int | None:
         if self.has_due_now():
@@ -234,5 +224,7 @@ class Reader:
         if slot_ms != self.tick:
             return slot_ms > self.tick
         idx = self._idx if self._idx is not None else self._load()
+        if self.next >= self._count:
+            return False
         where = np.flatnonzero(idx == index)
         return bool(where.size) and int(where[0]) >= self.next

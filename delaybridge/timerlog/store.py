@@ -133,9 +133,7 @@ class TimerStore:
         prev = self.wheel.link(slot, indexes)
         entries = timer_codec.build(hashes, prev, slot, cl_pos, kinds.astype(np.uint64))
         self.timer.append(entries)
-        future = slot[slot > self.reader.tick]
-        if len(future):
-            self.reader.placed(int(future.min()))
+        self.reader.placed(int(slot.min()))
         return first
 
     def _write_rolls(self, indexes: list[int], cl_positions: list[int], floor_tick_ms: int) -> None:
@@ -260,7 +258,10 @@ class TimerStore:
         done = self.reader.done
         self.cancels.forget_before(done.tick_ms)
         if recompute_live or now - self._live_at_ms >= LIVE_RECOMPUTE_MS:
-            _, min_first = self.wheel.live_summary(done.tick_ms)
+            from_ms = done.tick_ms
+            if done.index + 1 >= self.wheel.list_of(done.tick_ms)[0]:
+                from_ms += self.settings.tick_ms  # the cursor's tick is read to its end
+            _, min_first = self.wheel.live_summary(from_ms)
             self._live_start = self.timer.end if min_first is None else min_first
             self._live_at_ms = now
         self._checkpoint().save(self.directory)
