@@ -22,16 +22,18 @@ Protocol:
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from delaybridge.bridge.partition import PartitionState
 from delaybridge.bridge.settings import KafkaSettings
-from delaybridge.connectors.kafka import make_consumer
+from delaybridge.connectors.kafka import make_consumer, wrap
+from delaybridge.errors import KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +89,22 @@ class CancelFeed:
         self.recent: deque[tuple[int, CancelRequest]] = deque()
 
     def start(self, now_ms: int, timeout_s: float) -> None:
-        metadata = self._consumer.list_topics(self._topic, timeout=timeout_s)
-        partitions = metadata.topics[self._topic].partitions
-        wanted = [TopicPartition(self._topic, p, now_ms - self._grace_ms) for p in partitions]
-        found = self._consumer.offsets_for_times(wanted, timeout=timeout_s)
+        """Assign every partition of the cancel topic, from ``now - grace`` on."""
+        deadline = time.monotonic() + timeout_s
+        while True:  # a topic created a moment ago may not show its partitions yet
+            metadata = self._consumer.list_topics(self._topic, timeout=timeout_s)
+            topic = metadata.topics.get(self._topic)
+            if topic is not None and topic.error is None and topic.partitions:
+                break
+            if time.monotonic() >= deadline:
+                why = topic.error if topic is not None else "not in the metadata"
+                raise KafkaError(f"cancel topic {self._topic!r} is not usable: {why}")
+            time.sleep(0.2)
+        wanted = [TopicPartition(self._topic, p, now_ms - self._grace_ms) for p in topic.partitions]
+        try:
+            found = self._consumer.offsets_for_times(wanted, timeout=timeout_s)
+        except KafkaException as exc:
+            raise wrap(exc, f"offsets of cancel topic {self._topic!r}") from exc
         # No record at or after that time: start at the end (offset -1 = OFFSET_END).
         self._consumer.assign(
             [

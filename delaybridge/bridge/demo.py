@@ -13,9 +13,11 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +81,7 @@ def run_demo(work_dir: Path, *, port: int, report: bool = True) -> int:
     from delaybridge.connectors.localkafka import LocalKafka
 
     console = Console()
+    logging.getLogger("delaybridge").setLevel(logging.WARNING)  # the demo narrates itself
     if (work_dir / "store").exists():
         shutil.rmtree(work_dir / "store")
     broker = LocalKafka(work_dir / "kafka", port=port, controller_port=port + 1)
@@ -110,7 +113,7 @@ def _with_broker(console: Console, bootstrap: str, work_dir: Path, report: bool)
     ready = threading.Event()
     runner = threading.Thread(target=service.run, kwargs={"on_ready": ready.set}, daemon=True)
     runner.start()
-    _await(lambda: service.ready()[0], 60, "the sidecar to join its group")
+    _await(lambda: service.ready()[0], 60, "the sidecar to join its group", runner)
     console.print(f"sidecar ready, store in {settings.store.data_dir}")
 
     watcher = Consumer(
@@ -168,8 +171,8 @@ def _with_broker(console: Console, bootstrap: str, work_dir: Path, report: bool)
         actual = msg.timestamp()[1]
         seen[id] = actual - due
         console.print(
-            f"  {id:<11} on {msg.topic():<15} due {_clock(due)}  arrived {_clock(actual)}  "
-            f"late {actual - due} ms"
+            f"  {id:<10} {msg.topic():<14} due {_clock(due)} got {_clock(actual)} "
+            f"+{actual - due} ms"
         )
         table.add_row(id, str(msg.topic()), _clock(due), _clock(actual), str(actual - due))
     # The cancelled one was due 6 s after sending; watch a little past that.
@@ -207,11 +210,17 @@ def _clock(ms: int) -> str:
     return time.strftime("%H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
 
 
-def _await(condition: object, timeout_s: float, what: str) -> None:
-    assert callable(condition)
+def _await(
+    condition: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    worker: threading.Thread | None = None,
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():
             return
+        if worker is not None and not worker.is_alive():
+            raise DelayBridgeError(f"the sidecar stopped while waiting for {what}; see its log")
         time.sleep(0.05)
     raise DelayBridgeError(f"timed out after {timeout_s} s waiting for {what}")
