@@ -162,9 +162,7 @@ def _with_broker(console: Console, bootstrap: str, work_dir: Path, report: bool)
         hdrs = header_text(msg)
         if msg.topic() == DLT:
             seen["bad-1"] = 0
-            console.print(
-                f"  dead-letter: {hdrs.get(OUT_ERROR)} — {hdrs.get('delay-error-detail')}"
-            )
+            console.print(f"  bad-1      dead-lettered: {hdrs.get(OUT_ERROR)}")
             continue
         id = hdrs.get(OUT_ID, "?")
         due = int(hdrs.get(OUT_DUE_MS, "0"))
