@@ -34,7 +34,7 @@ ENVELOPE = struct.Struct(
     "<"
     "4s"  # magic
     "H"  # version
-    "2x"  # reserved
+    "H"  # reserved, must be 0
     "I"  # length of the body
     "I"  # crc of the body
 )
@@ -69,7 +69,7 @@ class Checkpoint:
 
     def save(self, directory: Path) -> None:
         body = orjson.dumps(asdict(self))
-        envelope = ENVELOPE.pack(MAGIC, FORMAT_VERSION, len(body), zlib.crc32(body))
+        envelope = ENVELOPE.pack(MAGIC, FORMAT_VERSION, 0, len(body), zlib.crc32(body))
         write_atomic(directory / FILE_NAME, envelope + body)
 
     @staticmethod
@@ -81,8 +81,8 @@ class Checkpoint:
         raw = path.read_bytes()
         if len(raw) < ENVELOPE.size:
             raise IntegrityError(f"{path}: offset 0: checkpoint shorter than its envelope")
-        magic, version, length, crc = ENVELOPE.unpack_from(raw)
-        if magic != MAGIC or version != FORMAT_VERSION:
+        magic, version, reserved, length, crc = ENVELOPE.unpack_from(raw)
+        if magic != MAGIC or version != FORMAT_VERSION or reserved != 0:
             raise IntegrityError(f"{path}: offset 0: not a version {FORMAT_VERSION} checkpoint")
         body = raw[ENVELOPE.size : ENVELOPE.size + length]
         if len(body) != length or zlib.crc32(body) != crc:
