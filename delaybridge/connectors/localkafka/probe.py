@@ -47,10 +47,21 @@ def _client_config(bootstrap: str, timeout_s: float) -> dict[str, Any]:
         "bootstrap.servers": bootstrap,
         "socket.timeout.ms": timeout_ms,
         "socket.connection.setup.timeout.ms": timeout_ms,
-        # librdkafka logs "connection refused" to stderr by default; route it
-        # to logging so a probe of a starting broker does not spam the terminal.
-        "logger": _log,
+        "logger": _DebugLogger(),
     }
+
+
+class _DebugLogger:
+    """librdkafka's log lines, demoted to DEBUG.
+
+    By default librdkafka prints errors such as "connection refused" to stderr;
+    a probe of a starting (or deliberately killed) broker expects them, and
+    reports what matters through the KafkaError it raises.
+    """
+
+    def log(self, level: int, msg: str, *args: object) -> None:
+        del level
+        _log.debug(msg, *args)
 
 
 def ensure_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
@@ -68,6 +79,11 @@ def ensure_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
     )
     try:
         futures[topic].result(timeout=timeout_s)
+    except TimeoutError as exc:
+        raise KafkaError(
+            f"create topic {topic} at {bootstrap}: no answer within {timeout_s:.1f} s",
+            "_TIMED_OUT",
+        ) from exc
     except KafkaException as exc:
         error = exc.args[0]
         if error.code() != RdKafkaError.TOPIC_ALREADY_EXISTS:

@@ -5,9 +5,9 @@ in its own session (``start_new_session``: a Ctrl-C in the terminal does not
 reach it) with its output in a file, and is found again later through a pid
 file. A pid alone is not trusted: pids are reused, so :func:`is_running` also
 checks that the process's command line names this data dir's
-``server.properties``. A dead child of *this* process lingers as a zombie until
-reaped; :func:`is_running` reaps it, so tests that start and kill brokers see
-them as gone.
+``server.properties`` (Linux only: it reads ``/proc``). A dead child of
+*this* process lingers as a zombie until reaped; :func:`is_running` reaps it,
+so tests that start and kill brokers see them as gone.
 """
 
 from __future__ import annotations
@@ -71,34 +71,62 @@ def write_pid(pid_file: Path, pid: int) -> None:
 
 
 def is_running(pid: int, marker: str) -> bool:
-    """Is ``pid`` alive, not a zombie, and its command line contains ``marker``?"""
-    _reap(pid)
+    """Is ``pid`` alive, and does its command line contain ``marker``?
+
+    Use this to *identify* a process before signalling it; to wait for one you
+    signalled, use :func:`is_alive` (a dying process's command line is empty).
+    """
+    if not is_alive(pid):
+        return False
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (FileNotFoundError, ProcessLookupError):
-        return False
-    # The state field follows the parenthesised command name, which may hold spaces.
-    state = stat.rsplit(")", 1)[1].split()[0]
-    if state in ("Z", "X"):
         return False
     return marker in cmdline.replace(b"\0", b" ").decode(errors="replace")
 
 
-def stop(pid: int, marker: str, timeout_s: float) -> bool:
-    """SIGTERM, wait up to ``timeout_s``, then SIGKILL. True if SIGKILL was needed."""
+def is_alive(pid: int) -> bool:
+    """Has some thread of ``pid`` not exited yet?
+
+    A JVM killed with SIGKILL shows its main thread as a zombie while other
+    threads are still tearing down, and still holding its listening sockets;
+    so every thread is checked, not just the process's own state.
+    """
+    _reap(pid)
+    try:
+        states = [_state(task / "stat") for task in Path(f"/proc/{pid}/task").iterdir()]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return any(state not in ("Z", "X", None) for state in states)
+
+
+def _state(stat_file: Path) -> str | None:
+    """The one-letter state in a /proc stat file; None if the task just vanished."""
+    try:
+        stat = stat_file.read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The state follows the parenthesised command name, which may hold spaces.
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def stop(pid: int, timeout_s: float) -> bool:
+    """SIGTERM, wait up to ``timeout_s``, then SIGKILL. True if SIGKILL was needed.
+
+    The caller identifies ``pid`` first (:func:`is_running` with its marker).
+    """
     if not _signal(pid, signal.SIGTERM):
         return False
-    if wait_until(lambda: not is_running(pid, marker), timeout_s):
+    if wait_until(lambda: not is_alive(pid), timeout_s):
         return False
-    kill(pid, marker, timeout_s=10.0)
+    kill(pid, timeout_s=10.0)
     return True
 
 
-def kill(pid: int, marker: str, timeout_s: float) -> None:
-    """SIGKILL and wait until the process is gone."""
+def kill(pid: int, timeout_s: float) -> None:
+    """SIGKILL and wait until every thread of the process is gone."""
     _signal(pid, signal.SIGKILL)
-    if not wait_until(lambda: not is_running(pid, marker), timeout_s):
+    if not wait_until(lambda: not is_alive(pid), timeout_s):
         raise TimeoutError(f"process {pid} survived SIGKILL for {timeout_s:.0f} s")
 
 
