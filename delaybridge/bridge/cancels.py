@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -55,23 +55,58 @@ class CancelRequest:
         return cls(str(doc["id"]), doc.get("target_topic"), str(doc.get("origin", "")))
 
 
-@dataclass
-class CancelResult:
-    matched: int = 0
-    unmatched: int = 0
-
-
-def apply_cancels(parts: Iterable[PartitionState], requests: list[CancelRequest]) -> CancelResult:
-    """Apply a batch of cancels to every store; count how many matched somewhere."""
+def apply_cancels(parts: Iterable[PartitionState], requests: list[CancelRequest]) -> list[bool]:
+    """Apply a batch of cancels to every store; per request, did any store match it?"""
     if not requests:
-        return CancelResult()
+        return []
     pairs = [(r.id, r.target_topic) for r in requests]
     hit = [False] * len(pairs)
     for part in parts:
         for i, matched in enumerate(part.store.cancel(pairs)):
             hit[i] = hit[i] or matched
-    n_matched = sum(hit)
-    return CancelResult(n_matched, len(hit) - n_matched)
+    return hit
+
+
+class CancelLedger:
+    """Applies cancels and counts each one once, for the metrics.
+
+    A cancel is *matched* when a store of this sidecar held its message, *unknown*
+    otherwise. The admin API applies a cancel locally and publishes it, so the same
+    cancel comes back from the feed and matches nothing the second time: ids matched in
+    the last ``grace_ms`` are remembered (at most ``limit``) and not counted again.
+    """
+
+    def __init__(self, grace_ms: int, limit: int = 100_000) -> None:
+        self._grace_ms = grace_ms
+        self._limit = limit
+        self._recent: OrderedDict[tuple[str, str | None], int] = OrderedDict()
+        self.matched = 0
+        self.unknown = 0
+
+    def apply(
+        self, parts: Iterable[PartitionState], requests: list[CancelRequest], now_ms: int
+    ) -> list[bool]:
+        hits = apply_cancels(parts, requests)
+        for request, hit in zip(requests, hits, strict=True):
+            key = (request.id, request.target_topic)
+            if hit:
+                self.matched += 1
+                self._recent[key] = now_ms
+                self._recent.move_to_end(key)
+            elif key not in self._recent:
+                self.unknown += 1
+        while self._recent and (
+            len(self._recent) > self._limit
+            or next(iter(self._recent.values())) < now_ms - self._grace_ms
+        ):
+            self._recent.popitem(last=False)
+        return hits
+
+    def drain(self) -> tuple[int, int]:
+        """(matched, unknown) since the last drain."""
+        counts = (self.matched, self.unknown)
+        self.matched = self.unknown = 0
+        return counts
 
 
 class CancelFeed:

@@ -86,16 +86,6 @@ class Metrics:
             "delaybridge_dead_lettered", "Records sent to the dead-letter topic.",
             ["reason"], registry=r,
         )  # fmt: skip
-        self._duplicates = Counter(
-            "delaybridge_duplicate_ids",
-            "Records whose delay-id was already pending (de-duplicated on ingest).",
-            ["delay_topic"], registry=r,
-        )  # fmt: skip
-        self._redelivered = Counter(
-            "delaybridge_redelivered",
-            "Deliveries repeated after a restart because they were in flight (at-least-once).",
-            registry=r,
-        )
         self._rolled = Counter(
             "delaybridge_rolled", "Long delays re-entered into the wheel's window.", registry=r
         )
@@ -186,12 +176,6 @@ class Metrics:
 
     def dead_lettered(self, reason: Reason, n: int = 1) -> None:
         self._dead_lettered.labels(Reason(reason).value).inc(n)
-
-    def duplicate_ids(self, delay_topic: str, n: int = 1) -> None:
-        self._duplicates.labels(self._delay_topic(delay_topic)).inc(n)
-
-    def redelivered(self, n: int = 1) -> None:
-        self._redelivered.inc(n)
 
     def rolled(self, n: int = 1) -> None:
         self._rolled.inc(n)

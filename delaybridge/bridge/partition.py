@@ -41,6 +41,7 @@ class PartitionState:
     held: deque[tuple[DueRecord, Batch]] = field(default_factory=deque)
     revoking: bool = False
     closed: bool = False
+    rolled_seen: int = 0  # the store's rolled_total already reported to the metrics
 
     @property
     def name(self) -> str:

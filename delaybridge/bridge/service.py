@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from delaybridge.bridge.cancels import CancelFeed, CancelRequest, apply_cancels
+from delaybridge.bridge.cancels import CancelFeed, CancelLedger, CancelRequest, apply_cancels
 from delaybridge.bridge.control import ControlTimeout, Direction
 from delaybridge.bridge.delivery import Deliverer
 from delaybridge.bridge.headers import HeaderRules
@@ -84,8 +84,7 @@ class Service:
         self._feed: CancelFeed | None = None
         self._deliverer: Deliverer | None = None
         self._ingestor: Ingestor | None = None
-        self._unknown_cancels = 0
-        self._matched_cancels = 0
+        self._cancels = CancelLedger(self.store_settings.cancel_grace_ms)
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -158,9 +157,7 @@ class Service:
             self._ingestor.handle(messages, self.parts)
         cancels = self._feed.poll(self.clock.now_ms())
         if cancels:
-            result = apply_cancels(self.parts.values(), cancels)
-            self._matched_cancels += result.matched
-            self._unknown_cancels += result.unmatched
+            self._cancels.apply(self.parts.values(), cancels, self.clock.now_ms())
         if Direction.DEQUEUE not in self._paused:
             self._deliverer.pump(self.parts.values())
         self._producer.poll(0)
@@ -314,9 +311,9 @@ class Service:
             m.delivery_retried(reason, n)
         if done.lateness_ms:
             m.observe_lateness_ms(done.lateness_ms)
-        m.cancelled(self._matched_cancels)
-        m.cancel_unknown(self._unknown_cancels)
-        self._matched_cancels = self._unknown_cancels = 0
+        matched, unknown = self._cancels.drain()
+        m.cancelled(matched)
+        m.cancel_unknown(unknown)
         pending: dict[str, int] = {}
         total_pending = 0
         lag_s = 0.0
@@ -327,6 +324,9 @@ class Service:
                 pending[topic] = pending.get(topic, 0) + n
             lag_s = max(lag_s, stats.read_lag_ms / 1000)
             m.set_store_bytes(part.topic, part.partition, stats.bytes_on_disk)
+            if stats.rolled_total > part.rolled_seen:
+                m.rolled(stats.rolled_total - part.rolled_seen)
+                part.rolled_seen = stats.rolled_total
             try:
                 _low, high = self._consumer.get_watermark_offsets(
                     TopicPartition(part.topic, part.partition), cached=True
@@ -430,14 +430,20 @@ class Service:
         def do() -> dict[str, Any]:
             assert self._producer is not None
             request = CancelRequest(id, target_topic, "admin-api")
-            self._producer.produce(self.settings.cancel_topic, request.encode(), id.encode())
-            self._producer.flush(10)
-            local = apply_cancels(self.parts.values(), [request])
+            (matched,) = self._cancels.apply(self.parts.values(), [request], self.clock.now_ms())
+            topic = self.settings.cancel_topic
+
+            def on_delivery(err: Any, _msg: Any) -> None:
+                if err is not None:
+                    log.error("admin cancel of %r not published to %r: %s", id, topic, err.str())
+
+            # Queued, not awaited: the owner thread must not block on the broker here.
+            self._producer.produce(topic, request.encode(), id.encode(), on_delivery=on_delivery)
             return {
                 "id": id,
                 "target_topic": target_topic,
-                "published": True,
-                "matched_here": bool(local.matched),
+                "published": "queued",
+                "matched_here": matched,
             }
 
         return self._call(do)

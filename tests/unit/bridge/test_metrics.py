@@ -31,8 +31,6 @@ def test_counters_take_a_batch_count(m: Metrics) -> None:
     m.cancelled(3)
     m.cancel_unknown()
     m.dead_lettered(Reason.BAD_TIME, 4)
-    m.duplicate_ids("delay", 5)
-    m.redelivered(6)
     m.rolled(8)
     m.delivery_retried(Reason.TARGET_TOPIC_MISSING, 9)
     assert value(m, "delaybridge_enqueued_total", delay_topic="delay") == 502
@@ -40,8 +38,6 @@ def test_counters_take_a_batch_count(m: Metrics) -> None:
     assert value(m, "delaybridge_cancelled_total") == 3
     assert value(m, "delaybridge_cancel_unknown_total") == 1
     assert value(m, "delaybridge_dead_lettered_total", reason="bad-time") == 4
-    assert value(m, "delaybridge_duplicate_ids_total", delay_topic="delay") == 5
-    assert value(m, "delaybridge_redelivered_total") == 6
     assert value(m, "delaybridge_rolled_total") == 8
     assert value(m, "delaybridge_delivery_retries_total", reason="target-topic-missing") == 9
 
@@ -178,7 +174,6 @@ def test_exposition_parses_and_names_carry_units(m: Metrics) -> None:
         "delaybridge_consumer_lag_messages",
         "delaybridge_in_flight_messages",
         "delaybridge_paused",
-        "delaybridge_duplicate_ids",
         "delaybridge_build_info",
     ):
         assert name in families, name
