@@ -1,0 +1,246 @@
+"""``delaybridge bench reconcile``: reconcile N sent + N delivered records, timed.
+
+1. Seed (unless ``--reuse`` finds them): a delay topic with N schedules due over the
+   last hour, and a target topic with one delivery per schedule, 0–299 ms late, with the
+   sidecar's provenance headers. One idempotent producer, lz4, large batches; a rich
+   bar shows progress.
+2. Reconcile both on ``--master`` (default ``local[2]``) with the CLI's defaults and
+   check the verdict is exact (N sent, N delivered, nothing missing or early).
+3. Print a table of the step times, write JSON (``bench-results/reconcile.json``).
+
+Other helpers share the CPU on the development machine; the JSON records the load
+average before and after so a reader can judge the number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from delaybridge.errors import DelayBridgeError, KafkaError
+
+HOUR_MS = 3_600_000
+VALUE = b"x" * 100
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from delaybridge.spark.job import run_reconciliation
+    from delaybridge.spark.settings import ReconcileSettings
+
+    console = Console(stderr=True)
+    bootstrap = args.bootstrap or _config_bootstrap(args.config) or "127.0.0.1:9092"
+    n = args.messages
+    delay_topic = f"bench-reconcile-delay-{n}"
+    target_topic = f"bench-reconcile-target-{n}"
+    seed_s = 0.0
+    if not (args.reuse and _seeded(bootstrap, [delay_topic, target_topic], n)):
+        seed_s = seed(bootstrap, delay_topic, target_topic, n, args.partitions, console)
+    load_before = os.getloadavg()
+    settings = ReconcileSettings(
+        bootstrap_servers=bootstrap,
+        delay_topics=(delay_topic,),
+        target_topics=(target_topic,),
+        master=args.master,
+        output_dir=args.out.parent / "reconcile-report",
+    )
+    started = time.monotonic()
+    report = run_reconciliation(settings)
+    total_s = time.monotonic() - started
+    load_after = os.getloadavg()
+    t = report.totals
+    exact = (t.sent, t.delivered, t.missing, t.early) == (n, n, 0, 0)
+    result: dict[str, Any] = {
+        "benchmark": "reconcile",
+        "messages_sent": n,
+        "messages_delivered": n,
+        "partitions": args.partitions,
+        "master": args.master,
+        "seconds_total": round(total_s, 2),
+        "seconds_without_session_start": round(total_s - report.step_s.get("start Spark", 0), 2),
+        "step_seconds": report.step_s,
+        "seed_seconds": round(seed_s, 2) if seed_s else None,
+        "verdict_exact": exact,
+        "counts": {
+            "sent": t.sent,
+            "delivered": t.delivered,
+            "missing": t.missing,
+            "early": t.early,
+            "late": t.late,
+            "lateness_p99_ms": t.lateness_p99_ms,
+        },
+        "machine": _machine(),
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in load_after],
+        "command": f"delaybridge bench reconcile --messages {n} --master {args.master}",
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    table = Table(title=f"bench reconcile: {n:,} sent + {n:,} delivered on {args.master}")
+    table.add_column("step")
+    table.add_column("seconds", justify="right")
+    for name, seconds in report.step_s.items():
+        table.add_row(name, f"{seconds:.1f}")
+    table.add_row("total", f"{total_s:.1f}", style="bold")
+    Console().print(table)
+    print(
+        f"verdict exact: {exact}; load average {load_before[0]:.1f} → {load_after[0]:.1f}; "
+        f"written {args.out}"
+    )
+    if not exact:
+        raise DelayBridgeError(f"bench reconcile: expected {n} sent and delivered, got {t}")
+    return 0
+
+
+def seed(
+    bootstrap: str, delay_topic: str, target_topic: str, n: int, partitions: int, console: Console
+) -> float:
+    """Create both topics afresh and fill them; return the seconds it took."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics([delay_topic, target_topic]).values():
+        try:
+            future.result()
+        except Exception as exc:  # absent topics are fine; anything else will fail create
+            if "UNKNOWN_TOPIC" not in str(exc):
+                raise KafkaError(f"bench: cannot delete old bench topics: {exc}") from exc
+    _create(admin, NewTopic, [delay_topic, target_topic], partitions)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "compression.type": "lz4",
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 500_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "enable.idempotence": True,
+        }
+    )
+    now_ms = time.time_ns() // 1_000_000
+    first_due = now_ms - HOUR_MS - 60_000
+    step_ms = max(1, HOUR_MS // n) if n else 1
+    started = time.monotonic()
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("seed", total=2 * n)
+        for i in range(n):
+            due = first_due + i * step_ms
+            key = f"k{i}".encode()
+            message_id = f"b{i}"
+            sent_at = due - 30_000
+            _produce(
+                producer,
+                delay_topic,
+                key,
+                sent_at,
+                [
+                    ("delay-target-topic", target_topic.encode()),
+                    ("deliver-at-ms", str(due).encode()),
+                    ("delay-id", message_id.encode()),
+                ],
+            )
+            _produce(
+                producer,
+                target_topic,
+                key,
+                due + (i * 7919) % 300,
+                [
+                    ("delay-id", message_id.encode()),
+                    ("delay-origin", f"{delay_topic}/0/{i}".encode()),
+                    ("delay-due-ms", str(due).encode()),
+                ],
+            )
+            if i % 10_000 == 0:
+                producer.poll(0)
+                bar.update(task, completed=2 * i)
+        bar.update(task, description="flush")
+        if producer.flush(120) != 0:
+            raise KafkaError("bench: records still unsent after 120 s of flush")
+    return time.monotonic() - started
+
+
+def _produce(producer: Any, topic: str, key: bytes, ts: int, headers: list[Any]) -> None:
+    while True:
+        try:
+            producer.produce(topic, VALUE, key, timestamp=ts, headers=headers)
+            return
+        except BufferError:
+            producer.poll(0.05)  # the local queue is full: let deliveries drain it
+
+
+def _create(admin: Any, new_topic: Any, topics: list[str], partitions: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:  # deletion is asynchronous: creation fails until it has finished
+        futures = admin.create_topics([new_topic(t, partitions, 1) for t in topics])
+        errors = []
+        for topic, future in futures.items():
+            try:
+                future.result()
+                topics = [t for t in topics if t != topic]
+            except Exception as exc:
+                errors.append(f"{topic}: {exc}")
+        if not topics:
+            return
+        if time.monotonic() > deadline:
+            raise KafkaError("bench: cannot create topics: " + "; ".join(errors))
+        time.sleep(0.5)  # poll interval while the broker finishes deleting
+
+
+def _seeded(bootstrap: str, topics: list[str], n: int) -> bool:
+    from delaybridge.spark.snapshot import take_snapshot
+
+    try:
+        ranges = take_snapshot({"bootstrap.servers": bootstrap}, topics, missing_ok=True)
+    except DelayBridgeError:
+        return False
+    return all(t.exists and t.records == n for t in ranges)
+
+
+def _config_bootstrap(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    from delaybridge.bridge.settings import load
+
+    return load(path).kafka.bootstrap_servers
+
+
+def _machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass  # not Linux: the model stays "unknown"
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    except OSError:
+        commit = ""
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu,
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "git_commit": commit,
+    }

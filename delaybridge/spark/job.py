@@ -1,0 +1,234 @@
+"""The reconciliation job: snapshot, read, classify, join, count, write.
+
+:func:`run_reconciliation` is the one entry point (CLI, ``spark-submit`` via
+:func:`main`, tests, the README demo). Steps:
+
+1. Fix the judgement time (``as_of``) and snapshot the delay topics' offsets.
+2. Get a session: the caller's, ``spark-submit``'s, or a local one with the pinned
+   connector jars (fetched and verified *before* the JVM starts).
+3. Read the delay topics; classify each record with the sidecar's ``classify``; cache.
+4. Decide the target topics (given, or every target the schedules name), snapshot
+   their offsets, read them, parse the provenance headers; cache.
+5. Join and flag per message; aggregate per (target topic, due window) with rollups;
+   count what did not join; pick examples.
+6. Write ``report.json``, ``windows.parquet``, ``problems/`` and the chart.
+
+Spark is imported lazily so that ``delaybridge --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from delaybridge.spark.report import Report, TargetSummary, split_rollup
+from delaybridge.spark.settings import ReconcileSettings
+from delaybridge.spark.snapshot import TopicRanges, now_ms, take_snapshot
+from delaybridge.spark.steps import Steps
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+EXAMPLE_KINDS = ("missing", "early", "duplicated", "late", "cancel_ignored")
+
+
+def open_session(settings: ReconcileSettings) -> SparkSession:
+    """``spark-submit``'s session if there is one, else a local one with the jars."""
+    from delaybridge.spark.connector import connector_jars
+    from delaybridge.spark.session import attached_session, local_session, under_spark_submit
+
+    if under_spark_submit():
+        return attached_session(settings.shuffle_partitions)
+    jars = connector_jars(
+        settings.jar_cache_dir, offline=settings.offline, progress=settings.progress
+    )
+    return local_session(
+        jars,
+        master=settings.master,
+        driver_memory=settings.driver_memory,
+        shuffle_partitions=settings.shuffle_partitions,
+    )
+
+
+def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None = None) -> Report:
+    """Reconcile and (if ``settings.output_dir``) write the files; return the report."""
+    from delaybridge.spark.decisions import Kind, classify_rows
+    from delaybridge.spark.deliveries import parse_deliveries
+    from delaybridge.spark.outcomes import Judgement, aggregate, lateness_histogram, outcomes
+    from delaybridge.spark.sides import delay_summaries, target_counts
+    from delaybridge.spark.sources import read_ranges
+
+    started = time.monotonic()
+    client = {"bootstrap.servers": settings.bootstrap_servers, **settings.kafka_options}
+    steps = Steps(enabled=settings.progress)
+    with steps("snapshot delay topics"):
+        as_of_ms = settings.as_of_ms if settings.as_of_ms is not None else now_ms()
+        delay_ranges = take_snapshot(
+            client,
+            list(settings.delay_topics),
+            since_ms=settings.since_ms,
+            until_ms=settings.until_ms,
+        )
+    with steps("start Spark"):
+        spark = spark or open_session(settings)
+    cached: list[DataFrame] = []
+    try:
+        with steps(f"classify {sum(t.records for t in delay_ranges):,} delay-topic records"):
+            raw = read_ranges(
+                spark, settings.bootstrap_servers, delay_ranges, settings.kafka_options
+            )
+            decisions = classify_rows(raw, settings.rules).persist()
+            cached.append(decisions)
+            decisions.count()  # materialise once: every later step reads the cache
+        with steps("snapshot target topics"):
+            targets = list(settings.target_topics) or sorted(
+                row["target_topic"]
+                for row in decisions.where(f"kind = '{Kind.SCHEDULE.value}'")
+                .select("target_topic")
+                .distinct()
+                .collect()
+            )
+            target_ranges = take_snapshot(
+                client, targets, since_ms=settings.since_ms, missing_ok=True
+            )
+        with steps(f"parse {sum(t.records for t in target_ranges):,} target-topic records"):
+            raw_targets = read_ranges(
+                spark, settings.bootstrap_servers, target_ranges, settings.kafka_options
+            )
+            deliveries = parse_deliveries(raw_targets).persist()
+            cached.append(deliveries)
+            deliveries.count()
+        judgement = Judgement(
+            due_cutoff_ms=as_of_ms - settings.grace_ms,
+            late_after_ms=settings.late_after_ms,
+            window_ms=settings.window_ms,
+        )
+        with steps("join and count"):
+            per_message = outcomes(decisions, deliveries, targets, judgement).persist()
+            cached.append(per_message)
+            windows, per_topic, totals = split_rollup(aggregate(per_message))
+            histogram = lateness_histogram(per_message)
+            sides = target_counts(deliveries, decisions)
+            delay = delay_summaries(decisions, list(settings.delay_topics), targets)
+            examples = _examples(per_message, deliveries, decisions, settings.examples)
+        exists = {t.topic: t.exists for t in target_ranges}
+        report = Report(
+            as_of_ms=as_of_ms,
+            due_cutoff_ms=judgement.due_cutoff_ms,
+            window_ms=settings.window_ms,
+            grace_ms=settings.grace_ms,
+            late_after_ms=settings.late_after_ms,
+            totals=totals,
+            windows=windows,
+            targets=[
+                TargetSummary(
+                    topic=t, counts=per_topic.get(t, _empty()), exists=exists[t], **sides.get(t, {})
+                )
+                for t in targets
+            ],
+            delay_topics=delay,
+            snapshot=_snapshot_dict(delay_ranges + target_ranges),
+            lateness_histogram=histogram,
+            examples=examples,
+        )
+        if settings.output_dir is not None:
+            with steps(f"write {settings.output_dir}"):
+                _write(report, per_message, settings)
+    finally:
+        for frame in cached:
+            frame.unpersist()
+    elapsed = time.monotonic() - started
+    return dataclasses.replace(report, elapsed_s=round(elapsed, 3), step_s=steps.durations)
+
+
+def _empty() -> Any:
+    from delaybridge.spark.report import Counts
+
+    return Counts()
+
+
+def _write(report: Report, per_message: DataFrame, settings: ReconcileSettings) -> None:
+    from pyspark.sql import functions as F
+
+    from delaybridge.spark.output import PROBLEMS_DIR, write_report_files
+
+    assert settings.output_dir is not None
+    out = Path(settings.output_dir)
+    any_problem = F.lit(False)
+    for kind in EXAMPLE_KINDS:
+        any_problem = any_problem | (F.col(kind) == 1)
+    per_message.where(any_problem).coalesce(1).write.mode("overwrite").parquet(
+        str(out.resolve() / PROBLEMS_DIR)
+    )
+    write_report_files(report, out, chart=settings.chart)
+
+
+def _examples(
+    per_message: DataFrame, deliveries: DataFrame, decisions: DataFrame, limit: int
+) -> dict[str, list[dict[str, Any]]]:
+    from pyspark.sql import functions as F
+
+    examples: dict[str, list[dict[str, Any]]] = {}
+    columns = [
+        "id",
+        "target_topic",
+        "topic",
+        "partition",
+        "offset",
+        "due_ms",
+        "first_ms",
+        "deliveries",
+        "lateness_ms",
+        "cancel_ms",
+    ]
+    for kind in EXAMPLE_KINDS:
+        rows = (
+            per_message.where(F.col(kind) == 1)
+            .orderBy("due_ms", "id")
+            .select(*columns)
+            .limit(limit)
+            .collect()
+        )
+        if rows:
+            examples[kind] = [row.asDict() for row in rows]
+    malformed = (
+        deliveries.where("status = 'malformed'")
+        .orderBy("topic", "partition", "offset")
+        .select("topic", "partition", "offset", "delay_id", "problem")
+        .limit(limit)
+        .collect()
+    )
+    if malformed:
+        examples["malformed"] = [row.asDict() for row in malformed]
+    rejected = (
+        decisions.where("kind = 'rejected'")
+        .orderBy("topic", "partition", "offset")
+        .select("topic", "partition", "offset", "reason", "detail")
+        .limit(limit)
+        .collect()
+    )
+    if rejected:
+        examples["rejected"] = [row.asDict() for row in rejected]
+    return examples
+
+
+def _snapshot_dict(ranges: list[TopicRanges]) -> dict[str, dict[str, list[int]]]:
+    return {t.topic: {str(p.partition): [p.start, p.end] for p in t.partitions} for t in ranges}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``spark-submit delaybridge/spark/job.py --bootstrap ... --delay-topic ...``."""
+    from delaybridge.cli import main as cli_main
+
+    return cli_main(["reconcile", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""The join: one row per scheduled message with what became of it.
+
+Inputs are the decision rows of the delay topics (:mod:`.decisions`) and the parsed
+target-topic rows (:mod:`.deliveries`). Steps:
+
+1. **Schedules**, one per id: the first schedule record of an id (by timestamp, then
+   topic/partition/offset) wins; later ones are *resent* copies.
+2. **Cancels** match a schedule by id (and by target topic when the cancel names one,
+   as :func:`~delaybridge.bridge.headers.classify` documents); the earliest matching
+   cancel counts. A cancel before the due time cancels; one at or after it came too late.
+3. **Deliveries**, well-formed only, grouped by ``(delay-id, topic)``: how many, and
+   when the first one arrived (its Kafka timestamp is the delivery time).
+4. Flags per message, each 0 or 1, so that aggregation is a sum (see
+   :class:`~delaybridge.spark.report.Counts` for their meaning).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from delaybridge.spark.decisions import Kind
+from delaybridge.spark.deliveries import DeliveryStatus
+from delaybridge.spark.report import LATENESS_EDGES_MS
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+# The per-message flags, in report order; each is a 0/1 int column of outcomes().
+FLAGS = (
+    "cancelled",
+    "due",
+    "delivered",
+    "missing",
+    "duplicated",
+    "early",
+    "late",
+    "pending",
+    "cancel_ignored",
+    "cancel_too_late",
+)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The thresholds of one run, in epoch ms / ms."""
+
+    due_cutoff_ms: int  # as_of - grace
+    late_after_ms: int
+    window_ms: int
+
+
+def schedules(decisions: DataFrame) -> DataFrame:
+    """Step 1: ``id, topic, partition, offset, timestamp_ms, due_ms, target_topic, copies``."""
+    from pyspark.sql import functions as F
+
+    first = F.min(
+        F.struct("timestamp_ms", "topic", "partition", "offset", "due_ms", "target_topic")
+    )
+    return (
+        decisions.where(F.col("kind") == Kind.SCHEDULE.value)
+        .groupBy("id")
+        .agg(first.alias("first"), F.count(F.lit(1)).alias("copies"))
+        .select("id", "first.*", "copies")
+    )
+
+
+def matched_cancels(decisions: DataFrame, scheduled: DataFrame) -> DataFrame:
+    """Step 2: every cancel with ``matched`` (it names a scheduled message) and that
+    message's ``id``/``target_topic``; ``topic`` is the delay topic the cancel came from."""
+    from pyspark.sql import functions as F
+
+    cancels = decisions.where(F.col("kind") == Kind.CANCEL.value).select(
+        "topic",
+        "partition",
+        "offset",
+        "timestamp_ms",
+        "id",
+        F.col("target_topic").alias("cancel_target"),
+    )
+    targets = scheduled.select(F.col("id").alias("s_id"), F.col("target_topic").alias("s_target"))
+    condition = (F.col("id") == F.col("s_id")) & (
+        F.col("cancel_target").isNull() | (F.col("cancel_target") == F.col("s_target"))
+    )
+    return cancels.join(targets, condition, "left").select(
+        "topic",
+        "partition",
+        "offset",
+        "timestamp_ms",
+        "id",
+        F.col("s_target").alias("target_topic"),
+        F.col("s_id").isNotNull().alias("matched"),
+    )
+
+
+def outcomes(
+    decisions: DataFrame, deliveries: DataFrame, targets: list[str], judgement: Judgement
+) -> DataFrame:
+    """Steps 1–4 for the schedules bound for ``targets``: one row per message."""
+    from pyspark.sql import functions as F
+
+    scheduled = schedules(decisions)
+    first_cancel = (
+        matched_cancels(decisions, scheduled)
+        .where("matched")
+        .groupBy("id")
+        .agg(F.min("timestamp_ms").alias("cancel_ms"))
+    )
+    delivered = (
+        deliveries.where(F.col("status") == DeliveryStatus.OK.value)
+        .groupBy(F.col("delay_id").alias("d_id"), F.col("topic").alias("d_topic"))
+        .agg(F.count(F.lit(1)).alias("deliveries"), F.min("timestamp_ms").alias("first_ms"))
+    )
+    joined = (
+        scheduled.where(F.col("target_topic").isin(targets))
+        .join(first_cancel, "id", "left")
+        .join(
+            delivered,
+            (F.col("id") == F.col("d_id")) & (F.col("target_topic") == F.col("d_topic")),
+            "left",
+        )
+        .withColumn("deliveries", F.coalesce("deliveries", F.lit(0)))
+    )
+    return _flag(joined, judgement)
+
+
+def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    n = F.col("deliveries")
+    due_ms = F.col("due_ms")
+    cancelled = F.col("cancel_ms").isNotNull() & (F.col("cancel_ms") < due_ms)
+    expected = ~cancelled
+    due = expected & (due_ms <= F.lit(j.due_cutoff_ms))
+    delivered = expected & (n > 0)
+    lateness = F.when(delivered, F.col("first_ms") - due_ms)
+    flags: dict[str, Column] = {
+        "cancelled": cancelled,
+        "due": due,
+        "delivered": delivered,
+        "missing": due & (n == 0),
+        "duplicated": delivered & (n > 1),
+        "early": delivered & (F.col("first_ms") < due_ms),
+        "late": delivered & (F.col("first_ms") - due_ms > F.lit(j.late_after_ms)),
+        "pending": expected & ~due & (n == 0),
+        "cancel_ignored": cancelled & (n > 0),
+        "cancel_too_late": F.col("cancel_ms").isNotNull() & ~cancelled,
+    }
+    window = F.floor(due_ms / F.lit(j.window_ms)).cast("long") * F.lit(j.window_ms)
+    return rows.select(
+        "id",
+        "topic",
+        "partition",
+        "offset",
+        "target_topic",
+        "due_ms",
+        "cancel_ms",
+        "deliveries",
+        "first_ms",
+        "copies",
+        lateness.alias("lateness_ms"),
+        F.when(delivered, n - 1).otherwise(0).alias("extra_copies"),
+        window.alias("window_start_ms"),
+        *(F.coalesce(flag, F.lit(False)).cast("int").alias(name) for name, flag in flags.items()),
+    )
+
+
+def aggregate(per_message: DataFrame) -> list[dict[str, object]]:
+    """Counts per (target topic, window), per topic and overall; see ``split_rollup``."""
+    from pyspark.sql import functions as F
+
+    lateness = F.percentile_approx("lateness_ms", [0.5, 0.99], 10_000)
+    rows = (
+        per_message.rollup("target_topic", "window_start_ms")
+        .agg(
+            F.grouping_id().alias("grouping"),
+            F.count(F.lit(1)).alias("sent"),
+            *(F.sum(name).alias(name) for name in FLAGS),
+            F.sum("extra_copies").alias("extra_copies"),
+            lateness.alias("lateness_q"),
+            F.max("lateness_ms").alias("lateness_max_ms"),
+        )
+        .collect()
+    )
+    out = []
+    for row in rows:
+        data = row.asDict()
+        quantiles = data.pop("lateness_q") or [None, None]
+        data["lateness_p50_ms"], data["lateness_p99_ms"] = quantiles
+        out.append(data)
+    return out
+
+
+def lateness_histogram(per_message: DataFrame) -> list[int]:
+    """Delivered messages per bucket of :data:`LATENESS_EDGES_MS` (first: early)."""
+    from pyspark.sql import functions as F
+
+    lateness = F.col("lateness_ms")
+    bucket = F.lit(len(LATENESS_EDGES_MS))
+    for index in range(len(LATENESS_EDGES_MS) - 1, -1, -1):
+        bucket = F.when(lateness < F.lit(LATENESS_EDGES_MS[index]), F.lit(index)).otherwise(bucket)
+    counts = {
+        row["bucket"]: row["count"]
+        for row in per_message.where(lateness.isNotNull())
+        .groupBy(bucket.alias("bucket"))
+        .count()
+        .collect()
+    }
+    return [int(counts.get(i, 0)) for i in range(len(LATENESS_EDGES_MS) + 1)]

@@ -1,0 +1,77 @@
+"""The Spark session for reconciliation: local and small by default, the cluster's otherwise.
+
+Two ways in:
+
+* :func:`local_session` starts a JVM itself (``delaybridge reconcile``, tests, the demo).
+  Settings fit a 2-core machine: few shuffle partitions (Spark's default of 200 would
+  spend more time scheduling empty tasks than reconciling), a modest driver heap, no web
+  UI, no console progress bar (rich shows ours), warnings-only logs, UTC, and the
+  connector jars as local files.
+* :func:`attached_session` is for ``spark-submit``: master, memory and ``--jars`` come
+  from the submit line, so only the SQL settings the job relies on are set.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+APP_NAME = "delaybridge-reconcile"
+LOG_CONFIG = "log4j2-quiet.properties"
+
+
+def _log_config() -> Path:
+    return Path(str(resources.files(__package__ or "delaybridge.spark").joinpath(LOG_CONFIG)))
+
+
+def local_session(
+    jars: list[Path], *, master: str, driver_memory: str, shuffle_partitions: int
+) -> SparkSession:
+    """Start (or reuse) a session whose JVM this process launches."""
+    from pyspark.sql import SparkSession
+
+    # Python workers must import delaybridge and pyarrow: run them on this interpreter.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.appName(APP_NAME)
+        .master(master)
+        .config("spark.jars", ",".join(str(p) for p in jars))
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log_config()}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        # Local mode needs no resolvable host name; some CI hosts have none.
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+    )
+    spark = _sql_settings(builder, shuffle_partitions).getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def attached_session(shuffle_partitions: int) -> SparkSession:
+    """Join the session ``spark-submit`` prepared (its master, memory and ``--jars``)."""
+    from pyspark.sql import SparkSession
+
+    return _sql_settings(SparkSession.builder.appName(APP_NAME), shuffle_partitions).getOrCreate()
+
+
+def under_spark_submit() -> bool:
+    """True when this Python driver was launched by ``spark-submit`` (it set the gateway)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _sql_settings(builder: SparkSession.Builder, shuffle_partitions: int) -> SparkSession.Builder:
+    return (
+        builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        # Arrow batches to the classify() workers: large enough to amortise the hop.
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "20000")
+    )
