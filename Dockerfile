@@ -1,3 +1,4 @@
+# syntax=docker/dockerfile:1
 # The delaybridge sidecar image: the `delaybridge` CLI in a virtualenv, no PySpark
 # (the reconciliation job needs its own image with the `spark` extra and Java).
 #
@@ -15,21 +16,28 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_ROOT_USER_ACTION=ignore
 # `python3`, not `python`: Debian's own interpreter has only the former.
-RUN python3 -m venv /opt/delaybridge \
- && /opt/delaybridge/bin/pip install --quiet --upgrade pip
+RUN python3 -m venv /opt/delaybridge
 WORKDIR /src
 # Dependencies first, from pyproject.toml alone, so that a code change reuses this layer.
+# Behind a TLS-intercepting proxy, pass its CA bundle as the optional build secret
+# `pip_cert` (--secret id=pip_cert,src=/etc/ssl/certs/ca-certificates.crt); it is
+# used for the downloads only and is not stored in any layer.
 COPY pyproject.toml ./
-RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > requirements.txt \
+RUN --mount=type=secret,id=pip_cert \
+    if [ -f /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+ && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > requirements.txt \
  && /opt/delaybridge/bin/pip install --quiet -r requirements.txt
 # Then the package itself, as a wheel (no editable install, no source tree in the image).
 COPY . ./
-RUN constraints="" \
+RUN --mount=type=secret,id=pip_cert \
+    if [ -f /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+ && constraints="" \
  && if [ -f constraints.txt ]; then constraints="-c constraints.txt"; fi \
  && /opt/delaybridge/bin/pip wheel --quiet --no-deps --wheel-dir /wheels . \
  && /opt/delaybridge/bin/pip install --quiet $constraints /wheels/delaybridge-*.whl \
  && /opt/delaybridge/bin/python -c 'import importlib.util as u; assert u.find_spec("pyspark") is None, "PySpark must not be in the sidecar image"' \
- && /opt/delaybridge/bin/delaybridge --help > /dev/null
+ && /opt/delaybridge/bin/delaybridge --help > /dev/null \
+ && /opt/delaybridge/bin/pip uninstall --quiet --yes pip setuptools
 
 FROM ${BASE_IMAGE}
 ARG VERSION=0.1.0
@@ -61,7 +69,8 @@ RUN groupadd --system --gid 10001 delaybridge \
 COPY --from=build /opt/delaybridge /opt/delaybridge
 # Byte code was compiled at install time; nothing is written outside the store and
 # /tmp, so the container runs with a read-only root filesystem.
-ENV PATH=/opt/delaybridge/bin:$PATH \
+# PATH spelled out: an imported base image (podman import) may define none.
+ENV PATH=/opt/delaybridge/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 USER 10001:10001

@@ -96,9 +96,7 @@ def render(rows: list[Row]) -> str:
     for row in rows:
         default = json.dumps(row.default, separators=(", ", ": "))
         description = row.description.replace("|", "\\|")
-        out.append(
-            f"| `{row.path}` | {_type_name(row.default)} | `{default}` | {description} |"
-        )
+        out.append(f"| `{row.path}` | {_type_name(row.default)} | `{default}` | {description} |")
     return "\n".join(out)
 
 

@@ -14,7 +14,8 @@ them the way instrumenta/openapi2jsonschema does in "standalone strict" mode:
 3. strict: an object schema with ``properties`` gets ``additionalProperties: false``
    (what ``kubectl --validate=strict`` does), so a misspelt field fails;
 4. ``apiVersion`` and ``kind`` are pinned by ``enum``; IntOrString becomes
-   string-or-integer, Quantity string-or-number, as the API server accepts them.
+   string-or-integer, Quantity a number or a string in the quantity grammar, as the
+   API server accepts them.
 
 Usage: ``k8s_json_schemas.py OUT_DIR --swagger swagger.json [--crd crd.yaml ...]``.
 """
@@ -34,7 +35,13 @@ Schema = dict[str, Any]
 
 REF_PREFIX = "#/definitions/"
 INT_OR_STRING: Schema = {"oneOf": [{"type": "string"}, {"type": "integer"}]}
-QUANTITY: Schema = {"oneOf": [{"type": "string"}, {"type": "number"}]}
+# The API server's quantity grammar (resource.Quantity), as controller-gen writes it
+# into CRDs: a number with an optional binary (Ki..Ei), decimal (n..E) or exponent suffix.
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+QUANTITY: Schema = {"oneOf": [{"type": "string", "pattern": QUANTITY_PATTERN}, {"type": "number"}]}
 QUANTITY_NAME = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 
 
@@ -123,7 +130,9 @@ def crd_schemas(crd: Schema, source: Path) -> Iterator[tuple[str, Schema]]:
     for version in spec.get("versions", []):
         openapi = version.get("schema", {}).get("openAPIV3Schema")
         if openapi is None:
-            raise ValueError(f"{source}: CRD {crd['metadata']['name']} {version['name']} has no schema")
+            raise ValueError(
+                f"{source}: CRD {crd['metadata']['name']} {version['name']} has no schema"
+            )
         root = strict(openapi)
         props = root.setdefault("properties", {})
         props["apiVersion"] = {"type": "string", "enum": [f"{spec['group']}/{version['name']}"]}

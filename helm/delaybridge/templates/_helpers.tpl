@@ -61,6 +61,11 @@ app.kubernetes.io/part-of: delaybridge
 The sidecar's config file: the `config` values plus the keys the chart owns.
 */}}
 {{- define "delaybridge.configYaml" -}}
+{{- range $key := list "sasl.password" "ssl.key.password" "ssl.keystore.password" "ssl.key.pem" "sasl.oauthbearer.client.secret" }}
+{{- if hasKey $.Values.config.kafka.client $key }}
+{{- fail (printf "config.kafka.client.%s is a secret and would be readable in the ConfigMap: put it in a Secret and map it with kafkaSecrets.existingSecret and kafkaSecrets.keys (%s: <key in the Secret>)" $key $key) }}
+{{- end }}
+{{- end }}
 {{- $cfg := deepCopy .Values.config }}
 {{- $_ := set $cfg.store "data_dir" "/var/lib/delaybridge" }}
 {{- $_ = set $cfg.http "host" "0.0.0.0" }}
