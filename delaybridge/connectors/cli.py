@@ -55,10 +55,15 @@ def _data_dir_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from delaybridge.connectors.localkafka import LocalKafka, StartOutcome
 
     kafka = LocalKafka(args.data_dir, port=args.port, controller_port=args.controller_port)
-    outcome = kafka.start(timeout_s=args.timeout_s)
+    if kafka.pid() is None:
+        kafka.fetch_jars()  # its own progress bar, before the spinner (one live display)
+    with Console(stderr=True).status(f"starting Kafka at {kafka.bootstrap} ..."):
+        outcome = kafka.start(timeout_s=args.timeout_s)
     if outcome is StartOutcome.ALREADY_RUNNING:
         print(f"kafka: already running: {kafka.status().describe()}")
     else:

@@ -144,7 +144,13 @@ class LocalKafka:
         6. Within ``timeout_s``: wait for the port, then round-trip a record
            through the probe topic. On failure the broker is killed and the
            error carries the tail of its log.
+
+        Concurrent calls on one data dir (any process) are serialised.
         """
+        with process.exclusive(self.layout.lock_file):
+            return self._start(timeout_s, progress)
+
+    def _start(self, timeout_s: float, progress: bool) -> StartOutcome:
         running = self.pid()
         if running is not None:
             bootstrap = read_bootstrap(self.layout.server_properties)
@@ -160,7 +166,10 @@ class LocalKafka:
         classpath = self.fetch_jars(progress=progress)
         self._write_config()
         if not self.layout.meta_properties.exists():
+            formatting = time.monotonic()
             format_storage(java, classpath, self.layout, _new_cluster_id())
+            _log.info("formatted KRaft storage in %s in %.1f s",
+                      self.layout.log_dirs, time.monotonic() - formatting)
         started = time.monotonic()
         pid = process.spawn_detached(self._command(java, classpath),
                                      output=self.layout.stdout_log, cwd=self.layout.data_dir)
@@ -173,14 +182,17 @@ class LocalKafka:
 
     def stop(self, timeout_s: float = 30.0) -> bool:
         """SIGTERM the broker, SIGKILL it after ``timeout_s``. False if none ran."""
-        pid = self.pid()
-        if pid is None:
-            self.layout.pid_file.unlink(missing_ok=True)
+        if not self.layout.data_dir.is_dir():
             return False
-        if process.stop(pid, timeout_s):
-            _log.warning("broker pid %d ignored SIGTERM for %.0f s; killed it", pid, timeout_s)
-        self.layout.pid_file.unlink(missing_ok=True)
-        return True
+        with process.exclusive(self.layout.lock_file):
+            pid = self.pid()
+            if pid is None:
+                self.layout.pid_file.unlink(missing_ok=True)
+                return False
+            if process.stop(pid, timeout_s):
+                _log.warning("broker pid %d ignored SIGTERM for %.0f s; killed it", pid, timeout_s)
+            self.layout.pid_file.unlink(missing_ok=True)
+            return True
 
     def kill(self) -> None:
         """SIGKILL the broker at once, as a crash would (for tests)."""

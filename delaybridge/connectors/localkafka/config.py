@@ -7,6 +7,7 @@ One :class:`BrokerLayout` names every path in the data directory, so the broker,
       server.properties   rendered here, rewritten at every start
       log4j2.properties   rendered here: the broker logs to logs/server.log
       kafka.pid           pid of the running JVM (absent when stopped)
+      kafka.lock          flock'ed while a start or stop is in progress
       kraft/              log.dirs: topic data and the KRaft metadata log
       logs/server.log     the broker's log (log4j2)
       logs/stdout.log     the JVM's own stdout/stderr (crashes before logging starts)
@@ -54,6 +55,11 @@ class BrokerLayout:
     @property
     def pid_file(self) -> Path:
         return self.data_dir / "kafka.pid"
+
+    @property
+    def lock_file(self) -> Path:
+        """flock'ed while starting or stopping, so concurrent callers take turns."""
+        return self.data_dir / "kafka.lock"
 
     @property
     def log_dirs(self) -> Path:

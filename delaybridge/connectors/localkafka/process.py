@@ -13,11 +13,12 @@ so tests that start and kill brokers see them as gone.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 POLL_INTERVAL_S = 0.1
@@ -51,6 +52,23 @@ def spawn_detached(command: Sequence[str], *, output: Path, cwd: Path) -> int:
     # Popen.__del__'s "subprocess still running" ResourceWarning.
     child.returncode = 0
     return child.pid
+
+
+@contextlib.contextmanager
+def exclusive(lock_file: Path) -> Iterator[None]:
+    """Hold an exclusive flock on ``lock_file`` (created if missing) for the block.
+
+    Serialises start and stop of one data dir across processes (e.g. parallel
+    test workers that all want "the" broker): the second waits, then finds the
+    broker the first one started. The kernel drops the lock if we crash.
+    """
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with lock_file.open("a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def read_pid(pid_file: Path) -> int | None:

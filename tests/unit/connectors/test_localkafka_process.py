@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,3 +104,24 @@ def test_default_dirs_follow_environment(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xs"))
     assert default_cache_dir() == tmp_path / "xc" / "delaybridge" / "jars"
     assert default_data_dir() == tmp_path / "xs" / "delaybridge" / "kafka"
+
+
+def test_exclusive_makes_a_second_holder_wait(tmp_path: Path) -> None:
+    lock = tmp_path / "data" / "kafka.lock"
+    order: list[str] = []
+    second_waiting = threading.Event()
+
+    def second() -> None:
+        second_waiting.set()
+        with process.exclusive(lock):
+            order.append("second")
+
+    with process.exclusive(lock):
+        thread = threading.Thread(target=second)
+        thread.start()
+        assert second_waiting.wait(timeout=10)
+        # The second holder is blocked in flock: it cannot have appended yet.
+        assert not process.wait_until(lambda: bool(order), timeout_s=0.3)
+        order.append("first")
+    thread.join(timeout=10)
+    assert order == ["first", "second"]
