@@ -22,6 +22,8 @@ import yaml
 from pydantic import BaseModel
 
 from delaybridge.bridge.settings import Settings, load
+from delaybridge.cli import build_parser
+from delaybridge.spark.cli import settings_from_args
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "delaybridge"
@@ -121,6 +123,7 @@ def test_default_values_render_a_hardened_statefulset(helm: str) -> None:
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts == {"data": "/var/lib/delaybridge", "config": "/etc/delaybridge", "tmp": "/tmp"}
     assert container["args"] == ["run", "--config", "/etc/delaybridge/config.yaml"]
+    assert build_parser().parse_args(container["args"]).command == "run"
     # 30 s of drain (shutdown_grace_ms) + 15 s margin.
     assert pod["terminationGracePeriodSeconds"] == 45
     assert container_env(sts)["DELAYBRIDGE_KAFKA__INSTANCE_ID"]["valueFrom"] == {
@@ -180,11 +183,21 @@ def test_ha_values_render_sasl_servicemonitor_and_cronjob(
     cron = one(manifests, "CronJob")
     job = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert job["containers"][0]["image"] == "delaybridge-spark:0.1.0"
-    assert job["containers"][0]["args"] == [
-        "reconcile", "--bootstrap", settings.kafka.bootstrap_servers,
-        "--delay-topic", "orders.delay", "--target-topic", "orders",
-        "--target-topic", "payments", "--output", "/reports",
-    ]  # fmt: skip
+    # The job's arguments must parse with the real CLI and, with the rendered config
+    # and the job's env, give the reconciliation the release's brokers and secrets.
+    args = build_parser().parse_args(job["containers"][0]["args"])
+    (tmp_path / "etc").mkdir()
+    config = tmp_path / "etc" / "config.yaml"
+    config.write_text(one(manifests, "ConfigMap")["data"]["config.yaml"], encoding="utf-8")
+    args.config = config
+    reconcile = settings_from_args(args)
+    assert reconcile.bootstrap_servers == settings.kafka.bootstrap_servers
+    assert reconcile.kafka_options["sasl.password"] == "secret:password"
+    assert reconcile.delay_topics == ("orders.delay",)
+    assert reconcile.target_topics == ("orders",)
+    assert reconcile.window_ms == 300_000
+    assert reconcile.offline is True
+    assert str(reconcile.output_dir) == "/reports"
     # The job's pods must not be mistaken for sidecar pods by the Services and the PDB.
     selector = sts["spec"]["selector"]["matchLabels"]
     job_labels = cron["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
