@@ -10,12 +10,9 @@ not match. A lock line reads::
 
 Blank lines and ``#`` comments are ignored. Lines are kept in order: the order is
 the classpath order. Lock files are written by ``scripts/lock-jars``, which asks
-Maven for the runtime dependency closure (see docs/local-kafka.md).
-
-Downloads are atomic (temporary file, fsync, ``os.replace``), so an interrupted
-fetch never leaves a half jar under the final name, and several processes may
-fill the same cache at once. A jar already in place is re-hashed, not
-re-downloaded.
+Maven for the runtime dependency closure (see docs/local-kafka.md). Downloads
+are atomic, so an interrupted fetch never leaves half a jar under its final
+name and several processes may fill one cache at once.
 """
 
 from __future__ import annotations
@@ -187,13 +184,8 @@ def _verified(path: Path, artifact: Artifact) -> bool:
 
 
 def _download_one(
-    artifact: Artifact,
-    dest: Path,
-    repo: str,
-    bar: FetchProgress,
-    lock: Path,
-    timeout_s: float,
-    attempts: int,
+    artifact: Artifact, dest: Path, repo: str, bar: FetchProgress, lock: Path,
+    timeout_s: float, attempts: int,
 ) -> int:
     url = artifact.url(repo)
     final = dest / artifact.filename
@@ -218,12 +210,7 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _download(
-    url: str,
-    dest: Path,
-    bar: FetchProgress,
-    artifact: Artifact,
-    timeout_s: float,
-    attempts: int,
+    url: str, dest: Path, bar: FetchProgress, artifact: Artifact, timeout_s: float, attempts: int
 ) -> tuple[Path, str, int]:
     """Download ``url`` into a temporary file in ``dest``; return it, its sha256, its size.
 
@@ -246,8 +233,8 @@ def _download(
                 ) from exc
             error = exc
         backoff_s = 0.5 * 2**attempt
-        _log.warning("GET %s failed (%s); retry %d/%d in %.0f s",
-                     url, error, attempt, attempts - 1, backoff_s)
+        _log.warning("GET %s failed (%s); retry %d/%d in %.0f s", url, error, attempt,
+                     attempts - 1, backoff_s)
         time.sleep(backoff_s)  # backoff between attempts, not a wait on a condition
     raise AssertionError("unreachable: the last attempt returns or raises")
 
