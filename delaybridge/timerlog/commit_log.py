@@ -8,6 +8,8 @@ segment's mmap and check the CRC before decoding. Not thread-safe.
 
 from __future__ import annotations
 
+import mmap
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +19,10 @@ import numpy.typing as npt
 from delaybridge.timerlog import commit_codec as codec
 from delaybridge.timerlog.records import TimerRecord
 from delaybridge.timerlog.segments import SegmentedLog
-from delaybridge.wheel.file_header import FileKind
+from delaybridge.wheel.file_header import HEADER_SIZE, FileKind
+
+unpack_prefix = codec.PREFIX.unpack_from
+crc32 = zlib.crc32
 
 DUE_OFFSET = codec.PREFIX.size + 8  # due_ms inside a record, for rolls
 SOURCE_OFFSET_OFFSET = DUE_OFFSET + 8
@@ -28,6 +33,9 @@ class CommitLog:
 
     def __init__(self, directory: Path, segment_bytes: int) -> None:
         self.log = SegmentedLog(directory, FileKind.COMMIT_LOG, "clog", 0, segment_bytes)
+        self._lo = self._hi = self._delta = 0
+        self._mm: mmap.mmap | bytes = b""
+        self._path = directory
 
     def open(self, end: int) -> None:
         self.log.open(end)
@@ -54,11 +62,23 @@ class CommitLog:
         return mm[off : off + length]
 
     def read(self, pos: int) -> TimerRecord:
-        """The checked, decoded record at ``pos``."""
-        seg, off = self.log.locate(pos)
-        mm = seg.map()
-        length = codec.check(mm, off, len(mm), seg.path, off)
-        return codec.decode(mm[off + 8 : off + length], seg.path, off)
+        """The checked, decoded record at ``pos`` (the hot path of delivery)."""
+        if not self._lo <= pos < self._hi:
+            seg, _ = self.log.locate(pos)
+            i = self.log.segments.index(seg)
+            self._lo, self._hi = seg.base, self.log.segment_end(i)
+            self._mm, self._delta, self._path = seg.map(), seg.base - HEADER_SIZE, seg.path
+        mm = self._mm
+        off = pos - self._delta
+        length, crc = unpack_prefix(mm, off)
+        body = mm[off + 8 : off + length]
+        if crc32(body) != crc or length < codec.FIXED_SIZE:
+            codec.check(mm, off, len(mm), self._path, off)  # raises with the detail
+        return codec.decode(body, self._path, off)
+
+    def forget_maps(self) -> None:
+        """Segments were added or deleted: drop the cached reading position."""
+        self._lo = self._hi = 0
 
     def verify(self, start: int, stop: int) -> int:
         """Check every record in ``[start, stop)``; returns how many. For ``inspect``."""
@@ -80,6 +100,7 @@ class CommitLog:
         self.log.sync()
 
     def delete_before(self, pos: int) -> int:
+        self.forget_maps()
         return self.log.delete_before(pos)
 
     def close(self) -> None:

@@ -1,9 +1,10 @@
 """The delivery side of a store: walk the wheel tick by tick and hand out due messages.
 
-State is a position ``(tick, next)``: the tick being read and the ordinal of the
-next entry of its list. The list of the current tick is collected once (24 bytes
-per entry) and then read in order, in bounded batches. It cannot change while it
-is read: appends never target the tick being read (see :mod:`placement`).
+The read position is a cursor ``(tick, ordinal)``. The reader holds a *window*
+(:mod:`lists`): the collected lists of the next non-empty ticks up to the clock,
+and iterates it flat, in bounded batches, so ticks cost nothing in Python. Appends
+never target the tick being read (see :mod:`placement`); when they land on a later
+tick inside the window, the window is cut back before that tick and reloaded later.
 
 Three cursors matter for at-least-once delivery:
 
@@ -11,41 +12,38 @@ Three cursors matter for at-least-once delivery:
 * ``done`` -- everything at or before it is finished (delivered *and committed*,
   cancelled and skipped, or rolled forward); this is what the checkpoint stores,
   so after a crash only the handed-but-uncommitted messages are read again;
-* the in-flight queue between them, one (cursor, topic) per uncommitted message.
+* the in-flight batches between them.
 
 A ROLL entry is processed only when nothing is in flight: rolling writes a copy,
 and ``done`` must cover the roll in the same checkpoint that covers the copy, or a
-crash would roll (and later deliver) the message twice.
+crash would roll (and later deliver) the message twice. While in-flight messages
+are uncommitted the reader also stays within half a window of ``done``.
 
 Not thread-safe: the store's owner thread calls it.
 """
 
 from __future__ import annotations
 
-import struct
 from collections import deque
 from collections.abc import Callable
 
 import numpy as np
-import numpy.typing as npt
 
+from delaybridge.timerlog import lists
 from delaybridge.timerlog.cancels import CancelBook
-from delaybridge.timerlog.commit_codec import FIELDS
-from delaybridge.timerlog.commit_log import SOURCE_OFFSET_OFFSET, CommitLog
+from delaybridge.timerlog.commit_log import CommitLog
 from delaybridge.timerlog.records import DeliveryCursor, DueRecord
 from delaybridge.timerlog.timer_codec import EntryType
 from delaybridge.timerlog.timer_log import TimerLog
 from delaybridge.wheel import TimingWheel
 
-I64 = npt.NDArray[np.int64]
-EMPTY = np.empty(0, dtype=np.int64)
 ROLL = int(EntryType.ROLL)
-ROLLED = int(EntryType.ROLLED)
-_Q = struct.Struct("<q")
-assert FIELDS.size > 16
+WHOLE_TICK = (1 << 62) - 1
+"""Ordinal meaning "this tick's list was read to its end"."""
+WINDOW_ENTRIES = 1 << 16
 
 RollWriter = Callable[[list[int], list[int], int], None]
-"""write_rolls(timer indexes, commit positions, floor tick): copy messages forward."""
+"""write_rolls(timer indexes, commit positions, read tick): copy messages forward."""
 
 
 class Reader:
@@ -59,81 +57,48 @@ class Reader:
         self.wheel = wheel
         self.cancels = cancels
         self.tick_ms = tick_ms
-        self.tick = done.tick_ms
-        self.next = done.index + 1
         self.done = done
         self.handed: DeliveryCursor | None = None
-        self.inflight: deque[tuple[DeliveryCursor, str]] = deque()
+        self.inflight: deque[list[DueRecord]] = deque()
+        """Batches handed out and not yet committed, oldest first."""
         self.cancelled_skipped = 0
         self._write_rolls = write_rolls
-        self._idx: I64 | None = None
-        self._count = 0
-        self._cl: I64 = EMPTY
-        self._kinds: I64 = EMPTY
-        self._upcoming: deque[int] = deque()
-        self._scanned_to = self.tick
+        # Resume point for the next window load: tick and entries of it already read.
+        self._resume = (done.tick_ms, done.index + 1)
+        self._w = lists.empty_window(done.tick_ms - tick_ms)
+        self._pos = 0
         self._hint: int | None = None
         self._hint_valid = False
 
-    # -- the current tick's list ------------------------------------------------
-    def _load(self) -> I64:
-        count, _, last = self.wheel.list_of(self.tick)
-        self._count = count
-        if self.next >= count:  # read before a restart; its entries may be deleted
-            self._idx, self._cl, self._kinds = EMPTY, EMPTY, EMPTY
-            return EMPTY
-        idx, cl, kinds = self.timer.chase(last, count)
-        if (kinds == ROLLED).any():
-            # Rolled copies were written after younger messages of the same tick;
-            # source offsets restore arrival order (stable, ties by position).
-            offsets = np.fromiter((self._source_offset(int(p)) for p in cl), np.int64, count)
-            order = np.lexsort((idx, offsets))
-            idx, cl, kinds = idx[order], cl[order], kinds[order]
-        self._idx, self._cl, self._kinds = idx, cl, kinds
-        return idx
+    @property
+    def tick(self) -> int:
+        """The tick being read: appends go after it."""
+        if self._pos < len(self._w.idx):
+            return int(self._w.tick_of[self._pos])
+        return max(self._w.end_tick, self._resume[0])
 
-    def _source_offset(self, cl_pos: int) -> int:
-        seg, off = self.clog.log.locate(cl_pos)
-        value: int = _Q.unpack_from(seg.map(), off + SOURCE_OFFSET_OFFSET)[0]
-        return value
-
-    def _enter(self, tick: int) -> None:
-        self.tick, self.next, self._idx = tick, 0, None
-        if not self.inflight:
-            self.done = DeliveryCursor(tick, -1)
-        if self._hint_valid and self._hint is not None and tick >= self._hint:
+    def _reload(self, limit_tick: int) -> bool:
+        """Load the next window up to ``limit_tick``; False if nothing is due by then."""
+        tick, skip = self._resume
+        if self._w.end_tick >= tick:  # the old window was read to its end: move on
+            tick, skip = self._w.end_tick + self.tick_ms, 0
+        if tick > limit_tick:
+            return False
+        self._w = lists.load(self.wheel, self.timer, self.clog, tick, skip, limit_tick,
+                             WINDOW_ENTRIES)
+        self._pos = 0
+        self._resume = (tick, skip)
+        if self._hint_valid and self._hint is not None and self._hint <= self._w.end_tick:
             self._hint_valid = False
-
-    def _advance(self, now_tick: int) -> None:
-        """Move to the next non-empty tick at or before ``now_tick`` (or to ``now_tick``)."""
-        while self._upcoming and self._upcoming[0] <= self.tick:
-            self._upcoming.popleft()
-        if self._upcoming and self._upcoming[0] <= now_tick:
-            self._enter(self._upcoming.popleft())
-            return
-        start = max(self.tick, self._scanned_to) + self.tick_ms
-        if (now_tick - start) // self.tick_ms > self.wheel.n_slots:
-            earliest, _ = self.wheel.live_summary(start)  # long idle: one full pass
-            self._upcoming.clear()
-            self._scanned_to = self.tick
-            self._enter(earliest if earliest is not None and earliest <= now_tick else now_tick)
-            return
-        while start <= now_tick:
-            hits = self.wheel.next_ticks(start, now_tick)
-            scanned = min((now_tick - start) // self.tick_ms + 1, 8192)
-            self._scanned_to = start + (scanned - 1) * self.tick_ms
-            if hits:
-                self._upcoming.extend(hits)
-                self._enter(self._upcoming.popleft())
-                return
-            start = self._scanned_to + self.tick_ms
-        self._enter(now_tick)
+        return len(self._w.idx) > 0
 
     def placed(self, min_slot_ms: int) -> None:
         """The store linked entries at ``min_slot_ms`` or later (after the read tick)."""
-        if min_slot_ms <= self._scanned_to:
-            self._upcoming.clear()
-            self._scanned_to = self.tick
+        w = self._w
+        if min_slot_ms <= w.end_tick:
+            # Keep the lists before that tick; the rest is collected again later.
+            keep = int(np.searchsorted(w.ticks, min_slot_ms))
+            self._w = w.cut(keep, min_slot_ms - self.tick_ms)
         if self._hint_valid and (self._hint is None or min_slot_ms < self._hint):
             self._hint = min_slot_ms
 
@@ -141,90 +106,121 @@ class Reader:
     def take_due(self, max_records: int, now_ms: int) -> list[DueRecord]:
         out: list[DueRecord] = []
         now_tick = now_ms // self.tick_ms * self.tick_ms
-        if self.tick > now_tick:
-            return out
         applied = self.cancels.applied
         read = self.clog.read
-        inflight = self.inflight
-        roll_idx: list[int] = []
-        roll_cl: list[int] = []
+        add = out.append
         half_window = self.wheel.n_slots // 2 * self.tick_ms
         while len(out) < max_records:
-            idx = self._idx if self._idx is not None else self._load()
-            i = self.next
-            if i >= self._count:
+            w, p = self._w, self._pos
+            n = len(w.idx)
+            if p >= n:
                 limit = now_tick
-                if inflight:  # keep room in the wheel for new messages (see placement)
+                if self.inflight or out:  # keep room in the wheel for new messages
                     limit = min(limit, self.done.tick_ms + half_window)
-                if self.tick >= limit:
+                if not self._reload(limit):
                     break
-                self._flush_rolls(roll_idx, roll_cl)
-                self._advance(limit)
                 continue
-            k = int(idx[i])
-            if k in applied:
-                del applied[k]
-                self.cancelled_skipped += 1
-            elif self._kinds[i] == ROLL:
-                if inflight:
-                    break
-                roll_idx.append(k)
-                roll_cl.append(int(self._cl[i]))
-            else:
-                rec = read(int(self._cl[i]))
-                cur = DeliveryCursor(self.tick, i)
-                out.append(DueRecord(rec, cur))
-                inflight.append((cur, rec.target_topic))
-            self.next = i + 1
-        self._flush_rolls(roll_idx, roll_cl)
-        if not inflight:
-            self.done = DeliveryCursor(self.tick, self.next - 1)
+            # One flat pass over the window: no per-tick work in Python.
+            stop = min(n, p + max_records - len(out))
+            idx, cls = w.idx[p:stop].tolist(), w.cl[p:stop].tolist()
+            ticks, ords = w.tick_of[p:stop].tolist(), w.ordinal[p:stop].tolist()
+            kinds = w.kind[p:stop]
+            has_rolls = bool((kinds == ROLL).any())
+            roll_idx: list[int] = []
+            roll_cl: list[int] = []
+            roll_tick = 0
+            tick_limit = self.done.tick_ms + half_window
+            q, end = 0, stop - p
+            while q < end:
+                k = idx[q]
+                if roll_idx and ticks[q] != roll_tick:
+                    break  # flush rolls before reading the next tick (they may land there)
+                if ticks[q] > tick_limit and (out or self.inflight):
+                    break  # keep room in the wheel while messages are in flight
+                if k in applied:
+                    del applied[k]
+                    self.cancelled_skipped += 1
+                elif has_rolls and kinds[q] == ROLL:
+                    if self.inflight or out:
+                        break
+                    roll_idx.append(k)
+                    roll_cl.append(cls[q])
+                    roll_tick = ticks[q]
+                    self.done = DeliveryCursor(roll_tick, ords[q])
+                else:
+                    add(DueRecord(read(cls[q]), DeliveryCursor(ticks[q], ords[q])))
+                q += 1
+            self._pos = p + q
+            if roll_idx:
+                self._write_rolls(roll_idx, roll_cl, roll_tick)
+            elif q < end:
+                break  # a roll waits for the in-flight messages
         if out:
             self.handed = out[-1].cursor
+            self.inflight.append(out)
+        elif not self.inflight:
+            self.done = max(self.done, self._read_position())
         return out
 
-    def _flush_rolls(self, roll_idx: list[int], roll_cl: list[int]) -> None:
-        if roll_idx:
-            self._write_rolls(roll_idx, roll_cl, self.tick)
-            roll_idx.clear()
-            roll_cl.clear()
-
-    def commit(self, cursor: DeliveryCursor) -> list[str]:
-        """Mark everything up to ``cursor`` delivered; returns the delivered topics."""
+    def commit(self, cursor: DeliveryCursor) -> list[DueRecord]:
+        """Mark everything up to ``cursor`` delivered; returns the delivered records."""
         if self.handed is None or cursor > self.handed:
             raise ValueError(f"cursor {cursor} was never handed out (last: {self.handed})")
-        topics: list[str] = []
+        done: list[DueRecord] = []
         inflight = self.inflight
-        while inflight and inflight[0][0] <= cursor:
-            topics.append(inflight.popleft()[1])
+        while inflight and inflight[0][-1].cursor <= cursor:
+            done += inflight.popleft()
+        if inflight and inflight[0][0].cursor <= cursor:
+            batch = inflight[0]
+            cut = next(j for j, d in enumerate(batch) if d.cursor > cursor)
+            done += batch[:cut]
+            inflight[0] = batch[cut:]
         if inflight:
             self.done = max(self.done, cursor)
         else:
-            self.done = DeliveryCursor(self.tick, self.next - 1)
-        return topics
+            self.done = max(self.done, self._read_position())
+        return done
+
+    def _read_position(self) -> DeliveryCursor:
+        """The cursor of the last entry read (delivered, skipped or rolled)."""
+        w, p = self._w, self._pos
+        if p >= len(w.idx) and w.end_tick >= self._resume[0]:
+            return DeliveryCursor(w.end_tick, WHOLE_TICK)  # every tick <= end_tick is read
+        if p == 0:
+            tick, skip = self._resume
+            return DeliveryCursor(tick, skip - 1)
+        return DeliveryCursor(int(w.tick_of[p - 1]), int(w.ordinal[p - 1]))
 
     # -- questions -------------------------------------------------------------
-    def has_due_now(self) -> bool:
-        if self._idx is None:
-            self._load()
-        return self.next < self._count
-
     def next_due_ms(self) -> int | None:
-        if self.has_due_now():
+        if self._pos < len(self._w.idx):
             return self.tick
-        if self._upcoming:
-            return self._upcoming[0]
         if not self._hint_valid:
-            self._hint, _ = self.wheel.live_summary(self.tick + self.tick_ms)
+            tick, skip = self._resume
+            start = max(self._w.end_tick + self.tick_ms, tick)
+            if start == tick and skip:
+                count = self.wheel.list_of(tick)[0]
+                start = tick if count > skip else tick + self.tick_ms
+            self._hint, _ = self.wheel.live_summary(start)
             self._hint_valid = True
         return self._hint
 
     def is_pending(self, index: int, slot_ms: int) -> bool:
         """Is the entry still ahead of the read position (not handed out or skipped)?"""
-        if slot_ms != self.tick:
-            return slot_ms > self.tick
-        idx = self._idx if self._idx is not None else self._load()
-        if self.next >= self._count:
-            return False
-        where = np.flatnonzero(idx == index)
-        return bool(where.size) and int(where[0]) >= self.next
+        w, p = self._w, self._pos
+        if slot_ms > w.end_tick:
+            tick, skip = self._resume
+            if slot_ms == tick and skip and w.end_tick < tick:
+                return index not in self._read_part(tick, skip)
+            return True
+        j = int(np.searchsorted(w.ticks, slot_ms))
+        if j >= len(w.ticks) or int(w.ticks[j]) != slot_ms:
+            return False  # a tick already read to its end
+        a, b = max(int(w.starts[j]), p), int(w.starts[j + 1])
+        return a < b and bool((w.idx[a:b] == index).any())
+
+    def _read_part(self, tick: int, skip: int) -> set[int]:
+        """Indexes of the first ``skip`` entries of ``tick`` (read before a restart)."""
+        count = self.wheel.list_of(tick)[0]
+        win = lists.load(self.wheel, self.timer, self.clog, tick, 0, tick, max(count, 1))
+        return {int(i) for i in win.idx[:skip]}

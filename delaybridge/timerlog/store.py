@@ -238,9 +238,9 @@ class TimerStore:
         After a restart, take_due resumes after the last *flushed* cursor, so only
         messages handed out but not committed-and-flushed are delivered again.
         """
-        topics = self.reader.commit(cursor)
-        self._delivered += len(topics)
-        self._pending.subtract(topics)
+        done = self.reader.commit(cursor)
+        self._delivered += len(done)
+        self._pending.subtract(Counter([d.record.target_topic for d in done]))
 
     # -- durability -------------------------------------------------------------
     @property

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import mmap
 import zlib
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,16 +61,17 @@ class TimerLog:
             raise IntegrityError(f"{path}: offset {off}: timer-log entry {index} CRC mismatch")
         return id_hash, prev, slot_ms, cl_pos, kind
 
-    def chase(self, last: int, count: int) -> tuple[I64, I64, I64]:
+    def chase(self, last: int, count: int) -> tuple[array[int], array[int], array[int]]:
         """A slot's list, oldest first: (indexes, commit-log positions, entry types).
 
         The list is threaded backwards (each entry knows its predecessor), so it is
-        collected whole before it can be read in arrival order: 24 bytes per entry,
-        never the messages themselves. Every entry's CRC is checked on the way.
+        collected whole before it can be read in arrival order: 17 bytes per entry in
+        compact arrays, never the messages themselves. Every entry's CRC is checked.
         """
-        idx = np.empty(count, dtype=np.int64)
-        cls = np.empty(count, dtype=np.int64)
-        kinds = np.empty(count, dtype=np.int64)
+        idx: array[int] = array("q")
+        cls: array[int] = array("q")
+        kinds: array[int] = array("b")
+        add_idx, add_cl, add_kind = idx.append, cls.append, kinds.append
         segs = self.log.segments
         bases = [s.base for s in segs]
         lo = hi = 0
@@ -95,10 +97,13 @@ class TimerLog:
             crc, _, prev, _, word = unpack(mm, off)
             if crc32(mm[off + 4 : off + ENTRY]) != crc:
                 raise IntegrityError(f"{path}: offset {off}: timer-log entry {index} CRC mismatch")
-            idx[i] = index
-            cls[i] = word & mask
-            kinds[i] = word >> shift
+            add_idx(index)
+            add_cl(word & mask)
+            add_kind(word >> shift)
             index = prev
+        idx.reverse()
+        cls.reverse()
+        kinds.reverse()
         return idx, cls, kinds
 
     def read(self, start: int, stop: int) -> codec.Entries:
@@ -115,6 +120,28 @@ class TimerLog:
         if not parts:
             return np.empty(0, dtype=codec.DTYPE)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def gather(self, indexes: I64) -> codec.Entries:
+        """Entries at arbitrary ``indexes`` (vectorised per segment), CRC checked."""
+        bases = np.asarray(self.log._bases, dtype=np.int64) // ENTRY
+        seg_of = np.searchsorted(bases, indexes, side="right") - 1
+        if len(indexes) and (int(indexes.min()) < self.start or int(indexes.max()) >= self.end):
+            bad = indexes[(indexes < self.start) | (indexes >= self.end)][0]
+            raise IntegrityError(f"{self.log.directory}: a slot list points to entry {bad}, "
+                                 f"outside the log [{self.start}, {self.end})")
+        out = np.empty(len(indexes), dtype=codec.DTYPE)
+        for s in np.unique(seg_of):
+            seg = self.log.segments[int(s)]
+            rows = seg_of == s
+            table = np.frombuffer(seg.map(), dtype=codec.DTYPE, offset=HEADER_SIZE,
+                                  count=seg.capacity // ENTRY)
+            out[rows] = table[indexes[rows] - bases[s]]
+        bad_rows = codec.bad_rows(out)
+        if len(bad_rows):
+            index = int(indexes[bad_rows[0]])
+            seg, off = self.log.locate(index * ENTRY)
+            raise IntegrityError(f"{seg.path}: offset {off}: timer-log entry {index} CRC mismatch")
+        return out
 
     def chunks(self, start: int, stop: int) -> Iterator[tuple[int, codec.Entries]]:
         """(first index, entries) for ``[start, stop)`` in bounded chunks, CRC checked."""

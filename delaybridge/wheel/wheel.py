@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from delaybridge.errors import ConfigError, IntegrityError
 from delaybridge.wheel.file_header import HEADER_SIZE, FileHeader, FileKind
-from delaybridge.wheel.slot_codec import CRC, DTYPE, SLOT_SIZE
+from delaybridge.wheel.slot_codec import CRC, DTYPE, SLOT, SLOT_SIZE
 
 I64 = npt.NDArray[np.int64]
 SCAN_CHUNK_SLOTS = 8192
@@ -109,10 +109,11 @@ class TimingWheel:
 
     def list_of(self, time_ms: int) -> tuple[int, int, int]:
         """(count, first, last) of the tick at ``time_ms``; (0, -1, -1) if empty."""
-        slot = self.slots[(time_ms // self.tick_ms) % self.n_slots]
-        if slot["count"] == 0 or int(slot["time_ms"]) != time_ms:
+        offset = HEADER_SIZE + SLOT_SIZE * ((time_ms // self.tick_ms) % self.n_slots)
+        _, count, slot_ms, first, last = SLOT.unpack_from(self._mm, offset)
+        if count == 0 or slot_ms != time_ms:
             return 0, -1, -1
-        return int(slot["count"]), int(slot["first"]), int(slot["last"])
+        return count, first, last
 
     def link(self, time_ms: I64, indexes: I64) -> I64:
         """Add entries (timer-log ``indexes``, ascending) to their ticks; return their prevs.
@@ -172,19 +173,20 @@ class TimingWheel:
         self.slots[slot_idx] = new
 
     # -- scanning ------------------------------------------------------------
-    def next_ticks(self, from_ms: int, to_ms: int, limit: int = SCAN_CHUNK_SLOTS) -> list[int]:
-        """Non-empty ticks in [from_ms, to_ms], ascending, scanning at most ``limit`` slots.
+    def scan(self, from_ms: int, to_ms: int, limit: int = SCAN_CHUNK_SLOTS
+             ) -> tuple[I64, I64, I64, I64, int]:
+        """Non-empty ticks in [from_ms, to_ms], looking at no more than ``limit`` slots.
 
-        Returns [] only if the whole range was scanned and found empty; callers
-        resume after the last returned tick (or after ``from_ms + limit`` ticks).
+        Returns (times, counts, firsts, lasts, scanned_to): the lists found, ascending,
+        and the last tick looked at (resume after it).
         """
-        if to_ms < from_ms:
-            return []
-        n_ticks = min((to_ms - from_ms) // self.tick_ms + 1, limit, self.n_slots)
+        n_ticks = max(0, min((to_ms - from_ms) // self.tick_ms + 1, limit, self.n_slots))
         times = from_ms + self.tick_ms * np.arange(n_ticks, dtype=np.int64)
         part = self.slots[self.index(times)]
         hit = (part["count"] != 0) & (part["time_ms"] == times)
-        return [int(t) for t in times[hit]]
+        found = part[hit]
+        return (times[hit], found["count"].astype(np.int64), found["first"], found["last"],
+                from_ms + (n_ticks - 1) * self.tick_ms)
 
     def live_summary(self, from_ms: int) -> tuple[int | None, int | None]:
         """(earliest tick >= from_ms in use, smallest ``first`` among them)."""
