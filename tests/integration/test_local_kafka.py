@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from delaybridge.connectors.localkafka import BrokerState, LocalKafka, StartOutcome
+from delaybridge.connectors.localkafka import (
+    BrokerStartError,
+    BrokerState,
+    LocalKafka,
+    StartOutcome,
+)
 from delaybridge.connectors.localkafka.probe import consume_at, ensure_topic, produce
 from delaybridge.errors import KafkaError
 
@@ -71,3 +76,16 @@ def test_start_use_kill_fail_fast_restart(broker: LocalKafka) -> None:
     )
     assert broker.stop(timeout_s=20) is True
     assert broker.status().state is BrokerState.STOPPED
+
+
+def test_failed_start_quotes_the_jvm_output_and_leaves_nothing_running(tmp_path: Path) -> None:
+    # -Xmx8m is below the fixed -Xms128m: the JVM refuses to start at all.
+    kafka = LocalKafka(tmp_path / "kafka", port=free_port(), controller_port=free_port(),
+                       heap_mb=8)
+    with pytest.raises(BrokerStartError) as caught:
+        kafka.start(timeout_s=60)
+    message = str(caught.value)
+    assert "exited during startup" in message
+    assert "stdout.log" in message and "Initial heap size" in message
+    assert kafka.status().state is BrokerState.STOPPED
+    assert not kafka.layout.pid_file.exists()
