@@ -33,6 +33,9 @@ chmod 755 "$rootfs/usr/sbin/policy-rc.d"
 rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/log/*.log \
   "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/*
 find "$rootfs/usr/share/doc" -mindepth 2 ! -name copyright -delete 2>/dev/null || true
+# Java's postinst links its man page through update-alternatives, which fails if the
+# directory is missing (the public slim images keep it for the same reason).
+mkdir -p "$rootfs/usr/share/man/man1"
 # The container's hostname and resolver come from the engine at run time.
 : >"$rootfs/etc/hostname"
 : >"$rootfs/etc/resolv.conf"
