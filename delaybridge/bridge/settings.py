@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from delaybridge.errors import ConfigError
@@ -27,7 +27,13 @@ DAY_MS = 86_400_000
 SECRET_KEYS = ("sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.key.pem")
 
 
-class KafkaSettings(BaseModel):
+class _Section(BaseModel):
+    """A settings section: unknown keys are errors (a typo must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class KafkaSettings(_Section):
     bootstrap_servers: str = "127.0.0.1:9092"
     group_id: str = "delaybridge"
     # Static membership (group.instance.id); the Helm chart sets it from the pod name.
@@ -41,7 +47,7 @@ class KafkaSettings(BaseModel):
         return {k: ("***" if k in SECRET_KEYS else v) for k, v in self.client.items()}
 
 
-class StoreSettingsModel(BaseModel):
+class StoreSettingsModel(_Section):
     data_dir: Path = Path("var/delaybridge")
     tick_ms: int = Field(default=100, gt=0)
     # The wheel's window is tick_ms * wheel_slots; longer delays are rolled.
@@ -51,7 +57,7 @@ class StoreSettingsModel(BaseModel):
     max_pending_messages: int = Field(default=50_000_000, gt=0)
 
 
-class DeliverySettings(BaseModel):
+class DeliverySettings(_Section):
     batch_max_records: int = Field(default=5_000, gt=0)
     max_in_flight_records: int = Field(default=50_000, gt=0)
     # A target topic that does not exist is retried with backoff this long, then dead-lettered.
@@ -63,7 +69,7 @@ class DeliverySettings(BaseModel):
     compression_type: str = "lz4"
 
 
-class HttpSettings(BaseModel):
+class HttpSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     # Required when host is not a loopback address: the admin API then needs

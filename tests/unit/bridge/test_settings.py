@@ -1,0 +1,47 @@
+"""Settings: file + environment, validation errors that name the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from delaybridge.bridge.settings import load
+from delaybridge.errors import ConfigError
+
+
+def test_env_beats_file_and_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("store:\n  tick_ms: 50\nkafka:\n  bootstrap_servers: a:1\n")
+    monkeypatch.setenv("DELAYBRIDGE_STORE__TICK_MS", "20")
+    monkeypatch.setenv("DELAYBRIDGE_KAFKA__CLIENT", '{"sasl.password": "s3cret"}')
+    s = load(path)
+    assert s.store.tick_ms == 20
+    assert s.kafka.bootstrap_servers == "a:1"
+    assert s.delivery.max_in_flight_records == 50_000
+    assert s.kafka.redacted_client() == {"sasl.password": "***"}
+    assert "s3cret" not in repr(s.kafka.redacted_client())
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("store:\n  tick_ms: -1\n", "store.tick_ms"),
+        ("store:\n  bogus: 1\n", "store.bogus"),
+        ("nope: 1\n", "nope"),
+        ("delay_topic_pattern: '('\n", "delay_topic_pattern"),
+        ("http:\n  host: 0.0.0.0\n", "admin_token"),
+        ("- a list\n", "top level must be a mapping"),
+    ],
+)
+def test_errors_name_the_setting(tmp_path: Path, text: str, named: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.")) as info:
+        load(path)
+    assert str(path) in str(info.value)
+
+
+def test_subscription_pattern() -> None:
+    assert load(None, delay_topic_pattern="delay\\..*").subscription() == ["^delay\\..*"]
+    assert load(None, delay_topics=["a", "b"]).subscription() == ["a", "b"]
