@@ -1,0 +1,37 @@
+"""Cancels are counted once: matched, or unknown, never both."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from delaybridge.bridge.cancels import CancelLedger, CancelRequest
+
+
+class _Store:
+    def __init__(self, pending: set[str]) -> None:
+        self.pending = pending
+
+    def cancel(self, ids: Sequence[tuple[str, str | None]]) -> list[bool]:
+        out = [i in self.pending for i, _ in ids]
+        self.pending -= {i for i, _ in ids}
+        return out
+
+
+class _Part:
+    def __init__(self, pending: set[str]) -> None:
+        self.store = _Store(pending)
+
+
+def test_matched_then_echoed_is_not_unknown() -> None:
+    ledger = CancelLedger(grace_ms=1_000)
+    parts = cast(Any, [_Part({"a"}), _Part({"b"})])
+    req = CancelRequest("a", None, "admin-api")
+    assert ledger.apply(parts, [req], now_ms=0) == [True]
+    assert ledger.apply(parts, [req], now_ms=10) == [False]  # the echo from the feed
+    assert ledger.drain() == (1, 0)
+    assert ledger.apply(parts, [CancelRequest("zz", None, "x")], now_ms=20) == [False]
+    assert ledger.drain() == (0, 1)
+    # After the grace period an old id is forgotten: a late echo counts as unknown.
+    ledger.apply(parts, [req], now_ms=5_000)
+    assert ledger.drain() == (0, 1)
