@@ -86,6 +86,11 @@ class CancelLedger:
     def apply(
         self, parts: Iterable[PartitionState], requests: list[CancelRequest], now_ms: int
     ) -> list[bool]:
+        while self._recent and (
+            len(self._recent) > self._limit
+            or next(iter(self._recent.values())) < now_ms - self._grace_ms
+        ):
+            self._recent.popitem(last=False)
         hits = apply_cancels(parts, requests)
         for request, hit in zip(requests, hits, strict=True):
             key = (request.id, request.target_topic)
@@ -95,11 +100,6 @@ class CancelLedger:
                 self._recent.move_to_end(key)
             elif key not in self._recent:
                 self.unknown += 1
-        while self._recent and (
-            len(self._recent) > self._limit
-            or next(iter(self._recent.values())) < now_ms - self._grace_ms
-        ):
-            self._recent.popitem(last=False)
         return hits
 
     def drain(self) -> tuple[int, int]:
