@@ -63,6 +63,7 @@ HEADER_ITEM = struct.Struct(
 FIXED_SIZE = PREFIX.size + FIELDS.size
 assert PREFIX.size == 8 and FIELDS.size == 44 and FIXED_SIZE == 52
 MAX_ID_BYTES = 0xFFFF
+_new = tuple.__new__  # builds the named tuple without its Python-level __new__
 Buffer = bytes | memoryview | mmap.mmap
 
 
@@ -183,4 +184,5 @@ def decode(body: bytes, path: Path, file_offset: int) -> TimerRecord:
             headers = tuple(items)
     except (struct.error, UnicodeDecodeError) as exc:
         raise IntegrityError(f"{path}: offset {file_offset}: malformed record: {exc}") from exc
-    return TimerRecord(rid, due_ms, topic, partition, key, value, headers, source_offset, source_ts)
+    return _new(TimerRecord, (rid, due_ms, topic, partition, key, value, headers, source_offset,
+                              source_ts))

@@ -109,6 +109,7 @@ class Reader:
         applied = self.cancels.applied
         read = self.clog.read
         add = out.append
+        new = tuple.__new__
         half_window = self.wheel.n_slots // 2 * self.tick_ms
         while len(out) < max_records:
             w, p = self._w, self._pos
@@ -148,10 +149,15 @@ class Reader:
                     roll_tick = ticks[q]
                     self.done = DeliveryCursor(roll_tick, ords[q])
                 else:
-                    add(DueRecord(read(cls[q]), DeliveryCursor(ticks[q], ords[q])))
+                    add(new(DueRecord, (read(cls[q]), new(DeliveryCursor, (ticks[q], ords[q])))))
                 q += 1
             self._pos = p + q
             if roll_idx:
+                # Copies may land anywhere after the roll's tick, even on ticks the
+                # window already covers: read on from the roll's tick after them.
+                if w.end_tick > roll_tick:
+                    keep = int(np.searchsorted(w.ticks, roll_tick, side="right"))
+                    self._w = w.cut(keep, roll_tick)
                 self._write_rolls(roll_idx, roll_cl, roll_tick)
             elif q < end:
                 break  # a roll waits for the in-flight messages

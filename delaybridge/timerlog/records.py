@@ -1,14 +1,21 @@
-"""The values that cross the store's API: accepted messages, due messages, cursors."""
+"""The values that cross the store's API: accepted messages, due messages, cursors.
+
+They are immutable named tuples rather than frozen dataclasses for one reason:
+speed. A frozen dataclass's ``__init__`` sets each field through
+``object.__setattr__`` and costs ~8x a tuple's construction; at 300k deliveries
+per second the three objects made per due message would eat most of the budget.
+The API is the same (keyword construction, attribute access, immutability,
+equality, hashing); use ``rec._replace(...)`` instead of ``dataclasses.replace``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class TimerRecord:
+class TimerRecord(NamedTuple):
     """One accepted delayed message, exactly as the sidecar stored it.
 
     ``id`` is the delay-id (the user's ``delay-id`` header or
@@ -28,8 +35,7 @@ class TimerRecord:
     source_timestamp_ms: int
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class DeliveryCursor:
+class DeliveryCursor(NamedTuple):
     """Where a message sits in delivery order: its wheel tick, then its arrival index.
 
     Cursors are totally ordered the way :meth:`TimerStore.take_due` hands messages
@@ -38,11 +44,10 @@ class DeliveryCursor:
     """
 
     tick_ms: int
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose
 
 
-@dataclass(frozen=True, slots=True)
-class DueRecord:
+class DueRecord(NamedTuple):
     """A message whose due time has come, with its place in delivery order."""
 
     record: TimerRecord
