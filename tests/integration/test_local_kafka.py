@@ -89,3 +89,25 @@ def test_failed_start_quotes_the_jvm_output_and_leaves_nothing_running(tmp_path:
     assert "stdout.log" in message and "Initial heap size" in message
     assert kafka.status().state is BrokerState.STOPPED
     assert not kafka.layout.pid_file.exists()
+
+
+def test_start_timeout_kills_the_half_started_broker(tmp_path: Path) -> None:
+    kafka = LocalKafka(tmp_path / "kafka", port=free_port(), controller_port=free_port())
+    with pytest.raises(BrokerStartError, match=r"did not open 127\.0\.0\.1:\d+ within 0 s"):
+        kafka.start(timeout_s=0.2)  # far too short for a JVM: the timeout path
+    assert kafka.status().state is BrokerState.STOPPED
+    assert not kafka.layout.pid_file.exists()
+    assert jvms_using(kafka.layout.server_properties) == []
+
+
+def jvms_using(server_properties: Path) -> list[int]:
+    """Pids of live processes whose command line names ``server_properties``."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the process exited while we looked: not a survivor
+            continue
+        if str(server_properties) in text:
+            pids.append(int(cmdline.parent.name))
+    return pids

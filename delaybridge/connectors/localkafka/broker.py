@@ -174,7 +174,14 @@ class LocalKafka:
         pid = process.spawn_detached(self._command(java, classpath),
                                      output=self.layout.stdout_log, cwd=self.layout.data_dir)
         process.write_pid(self.layout.pid_file, pid)
-        self._await_ready(pid, timeout_s)
+        try:
+            self._await_ready(pid, timeout_s)
+        except BaseException:
+            # Whatever went wrong (even Ctrl-C), leave no half-started broker behind.
+            if process.is_running(pid, self._marker):
+                process.kill(pid, timeout_s=10.0)
+            self.layout.pid_file.unlink(missing_ok=True)
+            raise
         _log.info("Kafka %s broker at %s ready in %.1f s (pid %d, data dir %s)",
                   paths.KAFKA_VERSION, self.bootstrap, time.monotonic() - started, pid,
                   self.layout.data_dir)
@@ -246,9 +253,7 @@ class LocalKafka:
             return process.is_running(pid, self._marker)
 
         def fail(reason: str) -> BrokerStartError:
-            if alive():
-                process.kill(pid, timeout_s=10.0)
-            self.layout.pid_file.unlink(missing_ok=True)
+            # start() kills the JVM when this propagates.
             return BrokerStartError(f"{reason}\n{log_tail(self.layout)}")
 
         host, port = self.layout.host, self.layout.port
