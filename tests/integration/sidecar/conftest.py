@@ -22,9 +22,12 @@ def topics(kafka: Any) -> Topics:
 @pytest.fixture
 def sidecar(kafka: Any, topics: Topics, tmp_path: Path) -> Iterator[InProcessSidecar]:
     settings = settings_for(
-        kafka.bootstrap_servers, topics, tmp_path / "data", f"g-{topics.delay}",
+        kafka.bootstrap_servers,
+        topics,
+        tmp_path / "data",
+        f"g-{topics.delay}",
         delivery={"missing_topic_retry_ms": 3_000},
-    )  # fmt: skip
+    )
     running = InProcessSidecar.start(settings)
     yield running
     running.stop()

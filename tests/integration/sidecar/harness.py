@@ -177,7 +177,9 @@ class Watcher:
                 continue
             self.arrivals.append(_arrival(msg))
 
-    def until(self, condition: Callable[[list[Arrival]], bool], timeout_s: float, what: str) -> None:
+    def until(
+        self, condition: Callable[[list[Arrival]], bool], timeout_s: float, what: str
+    ) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             self.poll()
@@ -218,8 +220,9 @@ def produce(
     partition: int | None = None,
 ) -> list[int]:
     """Produce and wait for acks; returns the offsets in order."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "linger.ms": 5})  # fmt: skip
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+    )
     offsets: list[int] = [-1] * len(records)
     errors: list[str] = []
 

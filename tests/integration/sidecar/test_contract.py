@@ -27,20 +27,56 @@ def test_every_header_form_delivers_on_time(
     t = now_ms()
     sec = t // 1000 + 2
     forms: dict[str, H] = {
-        "native-ms": [("delay-target-topic", orders), ("delay-ms", "800"), ("delay-id", "native-ms")],
-        "native-sec": [("delay-target-topic", orders), ("delay-sec", "1"), ("delay-id", "native-sec")],
-        "at-ms": [("delay-target-topic", orders), ("deliver-at-ms", str(t + 1200)), ("delay-id", "at-ms")],
-        "at-rfc": [("delay-target-topic", orders), ("deliver-at", _rfc3339(t + 1000)), ("delay-id", "at-rfc")],
-        "rmq5-ms": [("delay-target-topic", orders), ("TIMER_DELIVER_MS", str(t + 900)), ("UNIQ_KEY", "rmq5-ms")],
-        "rmq5-delay": [("delay-target-topic", orders), ("TIMER_DELAY_MS", "700"), ("UNIQ_KEY", "rmq5-delay")],
-        "rmq5-sec": [("delay-target-topic", orders), ("TIMER_DELAY_SEC", "1"), ("UNIQ_KEY", "rmq5-sec")],
+        "native-ms": [
+            ("delay-target-topic", orders),
+            ("delay-ms", "800"),
+            ("delay-id", "native-ms"),
+        ],
+        "native-sec": [
+            ("delay-target-topic", orders),
+            ("delay-sec", "1"),
+            ("delay-id", "native-sec"),
+        ],
+        "at-ms": [
+            ("delay-target-topic", orders),
+            ("deliver-at-ms", str(t + 1200)),
+            ("delay-id", "at-ms"),
+        ],
+        "at-rfc": [
+            ("delay-target-topic", orders),
+            ("deliver-at", _rfc3339(t + 1000)),
+            ("delay-id", "at-rfc"),
+        ],
+        "rmq5-ms": [
+            ("delay-target-topic", orders),
+            ("TIMER_DELIVER_MS", str(t + 900)),
+            ("UNIQ_KEY", "rmq5-ms"),
+        ],
+        "rmq5-delay": [
+            ("delay-target-topic", orders),
+            ("TIMER_DELAY_MS", "700"),
+            ("UNIQ_KEY", "rmq5-delay"),
+        ],
+        "rmq5-sec": [
+            ("delay-target-topic", orders),
+            ("TIMER_DELAY_SEC", "1"),
+            ("UNIQ_KEY", "rmq5-sec"),
+        ],
         "rmq4-level": [("delay-target-topic", orders), ("DELAY", "1"), ("delay-id", "rmq4-level")],
-    }  # fmt: skip
+    }
     records = [(k.encode(), b"v-" + k.encode(), h) for k, h in forms.items()]
-    records.append((b"etf1-key", b"v-etf1", [("scheduler-epoch", str(sec)),
-                                            ("scheduler-target-topic", orders),
-                                            ("scheduler-target-key", "etf1-target-key"),
-                                            ("trace", "keep-me")]))  # fmt: skip
+    records.append(
+        (
+            b"etf1-key",
+            b"v-etf1",
+            [
+                ("scheduler-epoch", str(sec)),
+                ("scheduler-target-topic", orders),
+                ("scheduler-target-key", "etf1-target-key"),
+                ("trace", "keep-me"),
+            ],
+        )
+    )
     produce(kafka.bootstrap_servers, topics.delay, records)
     expected = set(forms) | {"etf1-key"}
     watcher.until(lambda a: expected <= {x.id for x in a}, 30, "every header form delivered")
@@ -50,7 +86,10 @@ def test_every_header_form_delivers_on_time(
         assert arrival.timestamp_ms >= arrival.due_ms, f"{id} delivered early"
         assert arrival.timestamp_ms - arrival.due_ms < 2_000, f"{id} late"
         assert arrival.headers["delay-origin"].startswith(topics.delay + "/")
-        assert not {"delay-ms", "delay-target-topic", "TIMER_DELAY_SEC", "DELAY"} & arrival.headers.keys()
+        assert (
+            not {"delay-ms", "delay-target-topic", "TIMER_DELAY_SEC", "DELAY"}
+            & arrival.headers.keys()
+        )
     assert got["native-ms"].due_ms >= t + 800
     assert got["etf1-key"].key == b"etf1-target-key"
     assert got["etf1-key"].headers["trace"] == "keep-me"
@@ -71,17 +110,41 @@ def test_every_header_form_delivers_on_time(
     ],
 )
 def test_bad_input_goes_to_dead_letter_topic(
-    kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher,
-    headers: H, reason: str,
-) -> None:  # fmt: skip
-    headers = [(k, v.replace("{t}", topics.targets[0]) if isinstance(v, str) else v)
-               for k, v in headers]  # fmt: skip
+    kafka: Any,
+    topics: Topics,
+    sidecar: InProcessSidecar,
+    watcher: Watcher,
+    headers: H,
+    reason: str,
+) -> None:
+    headers = [
+        (k, v.replace("{t}", topics.targets[0]) if isinstance(v, str) else v) for k, v in headers
+    ]
     (offset,) = produce(kafka.bootstrap_servers, topics.delay, [(b"bad", b"payload", headers)], 0)
     # A good record behind it proves the partition is not blocked.
-    produce(kafka.bootstrap_servers, topics.delay, [(b"ok", b"ok", [
-        ("delay-target-topic", topics.targets[0]), ("delay-ms", "1"), ("delay-id", "after-bad")])], 0)  # fmt: skip
-    watcher.until(lambda a: "after-bad" in {x.id for x in a}
-                  and any(x.topic == topics.dead_letter for x in a), 30, "dead letter + next")  # fmt: skip
+    produce(
+        kafka.bootstrap_servers,
+        topics.delay,
+        [
+            (
+                b"ok",
+                b"ok",
+                [
+                    ("delay-target-topic", topics.targets[0]),
+                    ("delay-ms", "1"),
+                    ("delay-id", "after-bad"),
+                ],
+            )
+        ],
+        0,
+    )
+    watcher.until(
+        lambda a: (
+            "after-bad" in {x.id for x in a} and any(x.topic == topics.dead_letter for x in a)
+        ),
+        30,
+        "dead letter + next",
+    )
     (dead,) = [a for a in watcher.arrivals if a.topic == topics.dead_letter]
     assert dead.headers["delay-error"] == reason
     assert dead.headers["delay-error-detail"]
@@ -93,9 +156,21 @@ def test_past_due_delivered_at_once(
     kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher
 ) -> None:
     t = now_ms()
-    produce(kafka.bootstrap_servers, topics.delay, [(b"k", b"v", [
-        ("delay-target-topic", topics.targets[0]), ("deliver-at-ms", str(t - 3_600_000)),
-        ("delay-id", "past")])])  # fmt: skip
+    produce(
+        kafka.bootstrap_servers,
+        topics.delay,
+        [
+            (
+                b"k",
+                b"v",
+                [
+                    ("delay-target-topic", topics.targets[0]),
+                    ("deliver-at-ms", str(t - 3_600_000)),
+                    ("delay-id", "past"),
+                ],
+            )
+        ],
+    )
     watcher.until(lambda a: "past" in {x.id for x in a}, 15, "past-due delivered")
     assert _by_id(watcher)["past"].timestamp_ms - t < 5_000
 
@@ -104,9 +179,23 @@ def test_precedence_on_the_wire(
     kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher
 ) -> None:
     t = now_ms()
-    produce(kafka.bootstrap_servers, topics.delay, [(b"k", b"v", [
-        ("delay-target-topic", topics.targets[0]), ("DELAY", "18"), ("delay-sec", "3600"),
-        ("deliver-at-ms", str(t + 500)), ("delay-id", "prec")])])  # fmt: skip
+    produce(
+        kafka.bootstrap_servers,
+        topics.delay,
+        [
+            (
+                b"k",
+                b"v",
+                [
+                    ("delay-target-topic", topics.targets[0]),
+                    ("DELAY", "18"),
+                    ("delay-sec", "3600"),
+                    ("deliver-at-ms", str(t + 500)),
+                    ("delay-id", "prec"),
+                ],
+            )
+        ],
+    )
     watcher.until(lambda a: "prec" in {x.id for x in a}, 15, "deliver-at-ms wins")
     assert _by_id(watcher)["prec"].due_ms == t + 500
 
@@ -116,8 +205,18 @@ def test_fifo_within_a_tick_per_source_partition(
 ) -> None:
     due = now_ms() + 1_500
     n = 500
-    records = [(b"same-key", str(i).encode(), [("delay-target-topic", topics.targets[1]),
-               ("deliver-at-ms", str(due)), ("delay-id", f"fifo-{i}")]) for i in range(n)]  # fmt: skip
+    records = [
+        (
+            b"same-key",
+            str(i).encode(),
+            [
+                ("delay-target-topic", topics.targets[1]),
+                ("deliver-at-ms", str(due)),
+                ("delay-id", f"fifo-{i}"),
+            ],
+        )
+        for i in range(n)
+    ]
     produce(kafka.bootstrap_servers, topics.delay, records, partition=1)
     watcher.until(lambda a: len([x for x in a if x.id.startswith("fifo-")]) >= n, 30, "all fifo")
     values = [int(a.value or b"-1") for a in watcher.arrivals if a.id.startswith("fifo-")]
@@ -132,15 +231,31 @@ def test_cancel(
     target = topics.targets[0]
     keep = [("delay-target-topic", target), ("delay-ms", "2500"), ("delay-id", "keep")]
     if where == "etf1-tombstone":
-        victim: H = [("scheduler-epoch", str(now_ms() // 1000 + 3)), ("scheduler-target-topic", target)]
-        produce(kafka.bootstrap_servers, topics.delay, [(b"victim", b"v", victim), (b"k", b"v", keep)], 0)
+        victim: H = [
+            ("scheduler-epoch", str(now_ms() // 1000 + 3)),
+            ("scheduler-target-topic", target),
+        ]
+        produce(
+            kafka.bootstrap_servers,
+            topics.delay,
+            [(b"victim", b"v", victim), (b"k", b"v", keep)],
+            0,
+        )
         produce(kafka.bootstrap_servers, topics.delay, [(b"victim", None, [])], 2)
     else:
         victim = [("delay-target-topic", target), ("delay-ms", "2500"), ("delay-id", "victim")]
-        produce(kafka.bootstrap_servers, topics.delay, [(b"k", b"v", victim), (b"k", b"v", keep)], 0)
-        cancel: H = [("delay-cancel", "victim")] if where != "rmq5" else [("TIMER_DEL_UNIQKEY", "victim")]
-        produce(kafka.bootstrap_servers, topics.delay, [(b"c", b"", cancel)],
-                0 if where == "same-partition" else 2)  # fmt: skip
+        produce(
+            kafka.bootstrap_servers, topics.delay, [(b"k", b"v", victim), (b"k", b"v", keep)], 0
+        )
+        cancel: H = (
+            [("delay-cancel", "victim")] if where != "rmq5" else [("TIMER_DEL_UNIQKEY", "victim")]
+        )
+        produce(
+            kafka.bootstrap_servers,
+            topics.delay,
+            [(b"c", b"", cancel)],
+            0 if where == "same-partition" else 2,
+        )
     watcher.until(lambda a: "keep" in {x.id for x in a}, 20, "the kept message")
     watcher.settle(1.5)
     assert "victim" not in watcher.ids(), f"cancelled message delivered ({where})"
@@ -149,19 +264,47 @@ def test_cancel(
 def test_cancel_naming_another_topic_cancels_nothing(
     kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher
 ) -> None:
-    produce(kafka.bootstrap_servers, topics.delay, [(b"k", b"v", [
-        ("delay-target-topic", topics.targets[0]), ("delay-ms", "1500"), ("delay-id", "same-id")])])  # fmt: skip
-    produce(kafka.bootstrap_servers, topics.delay, [(b"c", b"", [
-        ("delay-cancel", "same-id"), ("delay-target-topic", topics.targets[1])])])  # fmt: skip
+    produce(
+        kafka.bootstrap_servers,
+        topics.delay,
+        [
+            (
+                b"k",
+                b"v",
+                [
+                    ("delay-target-topic", topics.targets[0]),
+                    ("delay-ms", "1500"),
+                    ("delay-id", "same-id"),
+                ],
+            )
+        ],
+    )
+    produce(
+        kafka.bootstrap_servers,
+        topics.delay,
+        [(b"c", b"", [("delay-cancel", "same-id"), ("delay-target-topic", topics.targets[1])])],
+    )
     watcher.until(lambda a: "same-id" in {x.id for x in a}, 20, "not cancelled")
 
 
 def test_missing_target_topic_retried_then_dead_lettered(
     kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher
 ) -> None:
-    produce(kafka.bootstrap_servers, topics.delay, [(b"k", b"v", [
-        ("delay-target-topic", f"{topics.delay}-nowhere"), ("delay-ms", "1"),
-        ("delay-id", "lost-topic")])])  # fmt: skip
+    produce(
+        kafka.bootstrap_servers,
+        topics.delay,
+        [
+            (
+                b"k",
+                b"v",
+                [
+                    ("delay-target-topic", f"{topics.delay}-nowhere"),
+                    ("delay-ms", "1"),
+                    ("delay-id", "lost-topic"),
+                ],
+            )
+        ],
+    )
     watcher.until(lambda a: any(x.topic == topics.dead_letter for x in a), 60, "dead-lettered")
     (dead,) = [a for a in watcher.arrivals if a.topic == topics.dead_letter]
     assert dead.headers["delay-error"] == "target-topic-missing"
@@ -173,8 +316,11 @@ def test_record_too_large_for_target_is_dead_lettered(
 ) -> None:
     small = kafka.create_topic("small", config={"max.message.bytes": "2000"})
     big = os.urandom(50_000)  # incompressible: lz4 must not shrink it under the limit
-    produce(kafka.bootstrap_servers, topics.delay, [(b"k", big, [
-        ("delay-target-topic", small), ("delay-ms", "1"), ("delay-id", "big")])])  # fmt: skip
+    produce(
+        kafka.bootstrap_servers,
+        topics.delay,
+        [(b"k", big, [("delay-target-topic", small), ("delay-ms", "1"), ("delay-id", "big")])],
+    )
     watcher.until(lambda a: any(x.topic == topics.dead_letter for x in a), 60, "dead-lettered")
     (dead,) = [a for a in watcher.arrivals if a.topic == topics.dead_letter]
     assert dead.headers["delay-error"] == "record-too-large"
@@ -187,11 +333,28 @@ def test_a_producer_that_is_not_python_kcat(
     kcat = shutil.which("kcat")
     assert kcat, "kcat is required (scripts/provision-podman installs it from Debian)"
     subprocess.run(
-        [kcat, "-P", "-b", kafka.bootstrap_servers, "-t", topics.delay, "-k", "kcat-key",
-         "-H", f"delay-target-topic={topics.targets[1]}", "-H", "delay-ms=700",
-         "-H", "delay-id=from-kcat", "-H", "team=ops"],
-        input=b"hello from kcat\n", check=True, timeout=30,
-    )  # fmt: skip
+        [
+            kcat,
+            "-P",
+            "-b",
+            kafka.bootstrap_servers,
+            "-t",
+            topics.delay,
+            "-k",
+            "kcat-key",
+            "-H",
+            f"delay-target-topic={topics.targets[1]}",
+            "-H",
+            "delay-ms=700",
+            "-H",
+            "delay-id=from-kcat",
+            "-H",
+            "team=ops",
+        ],
+        input=b"hello from kcat\n",
+        check=True,
+        timeout=30,
+    )
     watcher.until(lambda a: "from-kcat" in {x.id for x in a}, 20, "kcat record delivered")
     arrival = _by_id(watcher)["from-kcat"]
     assert arrival.value == b"hello from kcat"
@@ -214,12 +377,30 @@ def test_admin_lookup_pause_and_cancel(
     service = sidecar.service
     service.pause(Direction.DEQUEUE)
     assert Direction.DEQUEUE in service.paused()
-    produce(kafka.bootstrap_servers, topics.delay, [
-        (b"k", b"v", [("delay-target-topic", topics.targets[0]), ("delay-ms", "500"),
-                      ("delay-id", "admin-victim")]),
-        (b"k", b"v", [("delay-target-topic", topics.targets[0]), ("delay-ms", "500"),
-                      ("delay-id", "admin-keep")]),
-    ])  # fmt: skip
+    produce(
+        kafka.bootstrap_servers,
+        topics.delay,
+        [
+            (
+                b"k",
+                b"v",
+                [
+                    ("delay-target-topic", topics.targets[0]),
+                    ("delay-ms", "500"),
+                    ("delay-id", "admin-victim"),
+                ],
+            ),
+            (
+                b"k",
+                b"v",
+                [
+                    ("delay-target-topic", topics.targets[0]),
+                    ("delay-ms", "500"),
+                    ("delay-id", "admin-keep"),
+                ],
+            ),
+        ],
+    )
     sidecar.wait_for(lambda: service.lookup("admin-keep") is not None, 20, "stored")
     found = service.lookup("admin-victim")
     assert found is not None and found["target_topic"] == topics.targets[0]

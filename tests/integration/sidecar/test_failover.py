@@ -27,13 +27,17 @@ def _send_spread(kafka: Any, topics: Topics, n: int, spread_ms: int, prefix: str
     t = now_ms() + 1_000
     for chunk in iter_chunks(n, 2_000):
         records = [
-            (f"k{i}".encode(), f"v{i}".encode(), [
-                ("delay-target-topic", topics.targets[i % 2]),
-                ("deliver-at-ms", str(t + (i * spread_ms) // n)),
-                ("delay-id", f"{prefix}-{i}"),
-            ])
+            (
+                f"k{i}".encode(),
+                f"v{i}".encode(),
+                [
+                    ("delay-target-topic", topics.targets[i % 2]),
+                    ("deliver-at-ms", str(t + (i * spread_ms) // n)),
+                    ("delay-id", f"{prefix}-{i}"),
+                ],
+            )
             for i in chunk
-        ]  # fmt: skip
+        ]
         produce(kafka.bootstrap_servers, topics.delay, records)
     return t + spread_ms
 
@@ -52,15 +56,20 @@ def test_kill9_mid_run_loses_nothing_and_repeats_only_in_flight(
     side.kill9()
     before_kill = len(watcher.arrivals)
     side.start()
-    watcher.until(lambda a: {x.id for x in a} >= {f"crash-{i}" for i in range(n)},
-                  120, "every message after restart")  # fmt: skip
+    watcher.until(
+        lambda a: {x.id for x in a} >= {f"crash-{i}" for i in range(n)},
+        120,
+        "every message after restart",
+    )
     watcher.settle(2.0)
     side.terminate(30)
     counts = Counter(watcher.ids())
     duplicates = sum(c - 1 for c in counts.values())
     early = [a.id for a in watcher.arrivals if a.timestamp_ms < a.due_ms]
-    print(f"\nkill -9 after {before_kill} of {n} deliveries: {duplicates} duplicates, "
-          f"{len(early)} early, last due {last_due}")  # fmt: skip
+    print(
+        f"\nkill -9 after {before_kill} of {n} deliveries: {duplicates} duplicates, "
+        f"{len(early)} early, last due {last_due}"
+    )
     assert not early
     assert len(counts) == n
     # Duplicates may only come from the in-flight window (bounded by max_in_flight_records).
@@ -70,8 +79,13 @@ def test_kill9_mid_run_loses_nothing_and_repeats_only_in_flight(
 def test_sigterm_drains_and_exits_within_grace(
     kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path
 ) -> None:
-    settings = settings_for(kafka.bootstrap_servers, topics, tmp_path / "data", f"g-{topics.delay}",
-                            shutdown_grace_ms=5_000)  # fmt: skip
+    settings = settings_for(
+        kafka.bootstrap_servers,
+        topics,
+        tmp_path / "data",
+        f"g-{topics.delay}",
+        shutdown_grace_ms=5_000,
+    )
     side = SubprocessSidecar(settings, tmp_path)
     side.start()
     side.wait_log("assigned", 60)
@@ -80,8 +94,11 @@ def test_sigterm_drains_and_exits_within_grace(
     assert side.terminate(timeout_s=15) == 0
     assert "sidecar stopped" in side.tail()
     side.start()
-    watcher.until(lambda a: {x.id for x in a} >= {f"drain-{i}" for i in range(1_000)},
-                  60, "the rest after restart")  # fmt: skip
+    watcher.until(
+        lambda a: {x.id for x in a} >= {f"drain-{i}" for i in range(1_000)},
+        60,
+        "the rest after restart",
+    )
     side.terminate(15)
 
 
@@ -89,20 +106,31 @@ def test_two_sidecars_share_partitions_and_take_over(
     kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path
 ) -> None:
     group = f"g-{topics.delay}"
-    one = InProcessSidecar.start(settings_for(kafka.bootstrap_servers, topics, tmp_path / "data",
-                                              group, http={"port": 0}))  # fmt: skip
-    two = InProcessSidecar.start(settings_for(kafka.bootstrap_servers, topics, tmp_path / "data",
-                                              group, http={"port": 0}))  # fmt: skip
+    one = InProcessSidecar.start(
+        settings_for(kafka.bootstrap_servers, topics, tmp_path / "data", group, http={"port": 0})
+    )
+    two = InProcessSidecar.start(
+        settings_for(kafka.bootstrap_servers, topics, tmp_path / "data", group, http={"port": 0})
+    )
     try:
-        one.wait_for(lambda: len(one.service.parts) + len(two.service.parts) == 3
-                     and bool(one.service.parts) and bool(two.service.parts),
-                     60, "the three partitions split between the two")  # fmt: skip
+        one.wait_for(
+            lambda: (
+                len(one.service.parts) + len(two.service.parts) == 3
+                and bool(one.service.parts)
+                and bool(two.service.parts)
+            ),
+            60,
+            "the three partitions split between the two",
+        )
         _send_spread(kafka, topics, 3_000, 6_000, "ha")
         watcher.until(lambda a: len(a) >= 300, 30, "deliveries from both")
         one.stop()
         two.wait_for(lambda: len(two.service.parts) == 3, 60, "survivor owns all partitions")
-        watcher.until(lambda a: {x.id for x in a} >= {f"ha-{i}" for i in range(3_000)},
-                      90, "every message delivered by the survivor")  # fmt: skip
+        watcher.until(
+            lambda a: {x.id for x in a} >= {f"ha-{i}" for i in range(3_000)},
+            90,
+            "every message delivered by the survivor",
+        )
         early = [a.id for a in watcher.arrivals if a.timestamp_ms < a.due_ms]
         assert not early
     finally:

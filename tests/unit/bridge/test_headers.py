@@ -18,13 +18,19 @@ from delaybridge.bridge.settings import DEFAULT_DELAY_LEVELS
 
 TS = 1_700_000_000_000
 RULES = HeaderRules.from_strings(
-    DEFAULT_DELAY_LEVELS, max_delay_ms=365 * 86_400_000, routes={"routed": "orders"},
+    DEFAULT_DELAY_LEVELS,
+    max_delay_ms=365 * 86_400_000,
+    routes={"routed": "orders"},
     delay_topics=("delay", "routed"),
-)  # fmt: skip
+)
 
 
-def rec(*headers: tuple[str, str | bytes | None], key: bytes | None = b"k",
-        value: bytes | None = b"v", topic: str = "delay") -> SourceRecord:  # fmt: skip
+def rec(
+    *headers: tuple[str, str | bytes | None],
+    key: bytes | None = b"k",
+    value: bytes | None = b"v",
+    topic: str = "delay",
+) -> SourceRecord:
     hs = tuple((n, v.encode() if isinstance(v, str) else v) for n, v in headers)
     return SourceRecord(topic, 3, 42, TS, key, value, hs)
 
@@ -72,8 +78,14 @@ def test_each_timing_header(header: str, value: str, due: int) -> None:
 
 
 def test_precedence_absolute_native_first() -> None:
-    s = schedule(T, ("DELAY", "1"), ("delay-sec", "9"), ("delay-ms", "5"),
-                 ("deliver-at-ms", str(TS + 1)), ("TIMER_DELIVER_MS", str(TS + 2)))  # fmt: skip
+    s = schedule(
+        T,
+        ("DELAY", "1"),
+        ("delay-sec", "9"),
+        ("delay-ms", "5"),
+        ("deliver-at-ms", str(TS + 1)),
+        ("TIMER_DELIVER_MS", str(TS + 2)),
+    )
     assert s.due_ms == TS + 1
     assert schedule(T, ("delay-sec", "9"), ("delay-ms", "5")).due_ms == TS + 5
     assert schedule(T, ("TIMER_DELAY_SEC", "9"), ("delay-sec", "1")).due_ms == TS + 1000
@@ -89,8 +101,11 @@ def test_control_headers_stripped_user_headers_kept() -> None:
     assert s.headers == (("trace", b"abc"), ("n", None))
     assert s.id == "order-7"
     out = delivered_headers(s.headers, s.id, "delay/3/42", s.due_ms)
-    assert out[-3:] == [("delay-id", b"order-7"), ("delay-origin", b"delay/3/42"),
-                        ("delay-due-ms", str(TS + 1).encode())]  # fmt: skip
+    assert out[-3:] == [
+        ("delay-id", b"order-7"),
+        ("delay-origin", b"delay/3/42"),
+        ("delay-due-ms", str(TS + 1).encode()),
+    ]
 
 
 def test_rocketmq_uniq_key_is_the_id_and_kept() -> None:
@@ -112,8 +127,12 @@ def test_route_used_without_target_header() -> None:
 
 
 def test_etf1_schedule_and_tombstone_cancel() -> None:
-    s = schedule(("scheduler-epoch", str(TS // 1000 + 5)), ("scheduler-target-topic", "orders"),
-                 ("scheduler-target-key", "order-1"), key=b"sched-9")  # fmt: skip
+    s = schedule(
+        ("scheduler-epoch", str(TS // 1000 + 5)),
+        ("scheduler-target-topic", "orders"),
+        ("scheduler-target-key", "order-1"),
+        key=b"sched-9",
+    )
     assert (s.id, s.key, s.target_topic, s.due_ms) == ("sched-9", b"order-1", "orders", TS + 5000)
     assert classify(rec(key=b"sched-9", value=None), RULES) == Cancel("sched-9", None)
 
@@ -140,8 +159,9 @@ def test_cancels() -> None:
         ((T, ("delay-ms", None)), Reason.BAD_HEADER, "delay-ms"),
     ],
 )
-def test_bad_input(headers: tuple[tuple[str, str | bytes | None], ...], reason: Reason,
-                   names: str) -> None:  # fmt: skip
+def test_bad_input(
+    headers: tuple[tuple[str, str | bytes | None], ...], reason: Reason, names: str
+) -> None:
     r = rejected(*headers)
     assert r.reason is reason
     assert names in r.detail
