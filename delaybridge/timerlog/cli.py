@@ -1,15 +1,103 @@
-"""Subcommands of the timerlog part (filled in by its issue)."""
+"""Subcommands of the store: ``inspect`` and ``bench store``.
+
+delaybridge inspect DIR [--verify] [--id ID]      # a store's files, counters, a message
+delaybridge bench store [--pending 1000000,10000000] [--json bench-results/store.json]
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Any
 
 
 def register(commands: Any, bench: Any) -> None:
     """Add this part's subcommands to ``commands`` and its benchmarks to ``bench``."""
-    del commands, bench
+    inspect = commands.add_parser("inspect", help="show a store directory (stop the sidecar first)")
+    inspect.add_argument("directory", type=Path, help="data/<delay-topic>-<partition>")
+    inspect.add_argument("--verify", action="store_true",
+                         help="also check the CRC of every live commit-log record")
+    inspect.add_argument("--id", help="print the pending message with this delay-id")
+    inspect.add_argument("--tick-ms", type=int, default=None,
+                         help="store geometry (default: read from the checkpoint)")
+    inspect.set_defaults(handler=_inspect)
+
+    store = bench.add_parser("store", help="store appends/s, deliveries/s, RSS, disk, recovery")
+    store.add_argument("--pending", default="1000000,10000000",
+                       help="comma-separated numbers of pending messages")
+    store.add_argument("--deliver", type=int, default=1_000_000,
+                       help="messages to deliver when measuring deliveries/s")
+    store.add_argument("--json", type=Path, default=Path("bench-results/store.json"))
+    store.add_argument("--work-dir", type=Path, default=None,
+                       help="where the stores are built (default: a temp dir)")
+    store.set_defaults(handler=_bench_store)
 
 
-def _unused(args: argparse.Namespace) -> int:
+def _inspect(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from delaybridge.errors import ConfigError
+    from delaybridge.timerlog.checkpoint import Checkpoint
+    from delaybridge.timerlog.settings import StoreSettings
+    from delaybridge.timerlog.store import TimerStore
+
+    console = Console()
+    ck = Checkpoint.load(args.directory)
+    if ck is None:
+        raise ConfigError(f"{args.directory}: no checkpoint: not a flushed store")
+    settings = StoreSettings(tick_ms=ck.tick_ms, wheel_slots=ck.wheel_slots)
+    with TimerStore.open(args.directory, settings, verify_commit_log=args.verify) as store:
+        stats = store.stats()
+        table = Table(title=str(args.directory), show_header=False)
+        for name, value in [*vars(ck).items(), *vars(stats).items()]:
+            table.add_row(name, str(value))
+        table.add_row("wheel_rebuilt_on_open", str(store.wheel_rebuilt))
+        console.print(table)
+        if args.verify:
+            console.print("[green]every live record and entry passed its CRC check[/green]")
+        if args.id:
+            rec = store.lookup(args.id)
+            console.print(rec if rec is not None else f"no pending message with id {args.id!r}")
+            if rec is None:
+                return 1
+    return 0
+
+
+def _bench_store(args: argparse.Namespace) -> int:
+    import shutil
+
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from delaybridge.timerlog.bench import default_work_dir, run_one
+
+    sizes = [int(x) for x in args.pending.split(",") if x.strip()]
+    work = args.work_dir or default_work_dir()
+    work.mkdir(parents=True, exist_ok=True)
+    results = []
+    try:
+        with Progress() as progress:
+            for n in sizes:
+                results.append(run_one(n, work, args.deliver, progress))
+    finally:
+        if args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    table = Table(title="delaybridge bench store")
+    columns = ["pending", "append/s (cpu)", "deliver/s (cpu)", "RSS max MB", "disk B/rec",
+               "overhead B/rec", "recovery s", "calibration s"]
+    for c in columns:
+        table.add_column(c, justify="right")
+    for r in results:
+        table.add_row(f"{r.pending:,}", f"{r.append_per_s:,.0f} ({r.append_per_cpu_s:,.0f})",
+                      f"{r.deliver_per_s:,.0f} ({r.deliver_per_cpu_s:,.0f})",
+                      f"{r.rss_mb_max:.0f}", f"{r.disk_bytes_per_record:.0f}",
+                      f"{r.overhead_bytes_per_record:.0f}", f"{r.recovery_s:.2f}",
+                      f"{r.calibration_s:.2f}")
+    Console().print(table)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"store": [r.as_json() for r in results]}, indent=2))
+    print(f"wrote {args.json}")
     return 0

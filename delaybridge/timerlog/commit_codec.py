@@ -30,6 +30,7 @@ import mmap
 import struct
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
@@ -85,48 +86,64 @@ def encode_headers(headers: Headers) -> bytes:
     return b"".join(out)
 
 
-def encode_batch(records: Sequence[TimerRecord]) -> tuple[list[bytes], list[int], list[int]]:
-    """Encode records: (pieces to join, each record's length, CRC-32 of each id)."""
+@dataclass(slots=True)
+class EncodedBatch:
+    """A batch ready to write, plus what the store needs to index it."""
+
+    parts: list[bytes]
+    """Encoded records (prefix, body, prefix, body, ...): join and write once."""
+    sizes: list[int]
+    id_hashes: list[int]
+    """CRC-32 of each id (the timer log's cancel/lookup filter)."""
+    due_ms: list[int]
+    topics: list[str]
+    max_source_offset: int
+
+
+_topic_bytes: dict[str, bytes] = {}
+
+
+def _encode_topic(topic: str) -> bytes:
+    if len(_topic_bytes) > 10_000:  # topics are few; this only guards against abuse
+        _topic_bytes.clear()
+    tb = _topic_bytes[topic] = topic.encode()
+    return tb
+
+
+def encode_batch(records: Sequence[TimerRecord]) -> EncodedBatch:
+    """Encode records: one ``pack``, one join and two CRCs per record, nothing more."""
     pack_fields = FIELDS.pack
     pack_prefix = PREFIX.pack
     crc32 = zlib.crc32
+    join = b"".join
+    topic_bytes = _topic_bytes
     message = int(RecordType.MESSAGE)
     out: list[bytes] = []
     sizes: list[int] = []
-    id_hashes: list[int] = []
-    for r in records:
-        idb = r.id.encode()
-        id_hashes.append(crc32(idb))
-        tb = r.target_topic.encode()
-        key = r.key
-        value = r.value
-        hb = encode_headers(r.headers) if r.headers else b""
-        body = b"".join(
-            (
-                pack_fields(
-                    message,
-                    len(idb),
-                    len(tb),
-                    len(r.headers),
-                    r.due_ms,
-                    r.source_offset,
-                    r.source_timestamp_ms,
-                    r.target_partition,
-                    -1 if key is None else len(key),
-                    -1 if value is None else len(value),
-                ),
-                idb,
-                tb,
-                key or b"",
-                value or b"",
-                hb,
-            )
-        )
+    hashes: list[int] = []
+    dues: list[int] = []
+    topics: list[str] = []
+    push, push_size, push_hash = out.append, sizes.append, hashes.append
+    push_due, push_topic = dues.append, topics.append
+    max_offset = -1
+    for rid, due_ms, topic, partition, key, value, headers, offset, ts in records:
+        idb = rid.encode()
+        tb = topic_bytes.get(topic) or _encode_topic(topic)
+        body = join((
+            pack_fields(message, len(idb), len(tb), len(headers), due_ms, offset, ts, partition,
+                        -1 if key is None else len(key), -1 if value is None else len(value)),
+            idb, tb, key or b"", value or b"", encode_headers(headers) if headers else b"",
+        ))
         size = len(body) + 8
-        out.append(pack_prefix(size, crc32(body)))
-        out.append(body)
-        sizes.append(size)
-    return out, sizes, id_hashes
+        push(pack_prefix(size, crc32(body)))
+        push(body)
+        push_size(size)
+        push_hash(crc32(idb))
+        push_due(due_ms)
+        push_topic(topic)
+        if offset > max_offset:
+            max_offset = offset
+    return EncodedBatch(out, sizes, hashes, dues, topics, max_offset)
 
 
 def record_length(buf: Buffer, offset: int) -> int:

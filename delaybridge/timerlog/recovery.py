@@ -108,7 +108,8 @@ def _recover(directory: Path, settings: StoreSettings, now_ms: int, verify: bool
                 f"{directory / 'timerlog'}: entries from {ckpt.live_start} are pending but "
                 f"the oldest segment starts at {timer.start}"
             )
-        trust = wheel.stamp == ckpt.timer_end + 1 and len(wheel.bad_slots()) == 0
+        trust = (wheel.fresh and ckpt.timer_end == 0) or (
+            wheel.stamp == ckpt.timer_end + 1 and len(wheel.bad_slots()) == 0)
         if not trust:
             log.info("%s: rebuilding the wheel from the timer log", directory)
             wheel.clear()

@@ -101,7 +101,8 @@ class TimerStore:
             return
         n = len(records)
         now = self.clock.now_ms()
-        due = np.fromiter([r.due_ms for r in records], np.int64, n)
+        enc = encode_batch(records)
+        due = np.array(enc.due_ms, dtype=np.int64)
         late = int(due.max()) - now
         if late > self.settings.max_delay_ms:
             worst = records[int(due.argmax())]
@@ -109,14 +110,13 @@ class TimerStore:
                 f"record {worst.id!r} (source offset {worst.source_offset}) is due in "
                 f"{late} ms, above max_delay_ms={self.settings.max_delay_ms}"
             )
-        parts, sizes, hashes = encode_batch(records)
-        cl_pos = self.commit.append_encoded(parts, sizes)
+        cl_pos = self.commit.append_encoded(enc.parts, enc.sizes)
         slot, kinds = self._place(due, self.reader.done.tick_ms, EntryType.MESSAGE)
-        first = self._link_and_write(slot, kinds, np.asarray(hashes, dtype=np.uint32), cl_pos)
+        first = self._link_and_write(slot, kinds, np.array(enc.id_hashes, dtype=np.uint32),
+                                     cl_pos)
         self._appended += n
-        self._pending.update([r.target_topic for r in records])
-        self._last_source_offset = max(self._last_source_offset,
-                                       max(r.source_offset for r in records))
+        self._pending.update(enc.topics)
+        self._last_source_offset = max(self._last_source_offset, enc.max_source_offset)
         if self.cancels.waiting:
             self._apply_waiting(records, first, slot)
 
@@ -265,6 +265,7 @@ class TimerStore:
             self._live_start = self.timer.end if min_first is None else min_first
             self._live_at_ms = now
         self._checkpoint().save(self.directory)
+        self.release_pages()  # mapped log pages read since the last flush leave our RSS
         if self._live_start < self.timer.end:
             cl_start = self.timer.entry(self._live_start)[3]
         else:
@@ -337,6 +338,13 @@ class TimerStore:
         for part in (self.commit, self.timer, self.cancels, self.wheel):
             part.close()
         os.close(self._lock_fd)
+
+    def _abandon_for_benchmark(self) -> None:
+        """Drop the store like a crash would (no flush, no clean stamp): benchmarks."""
+        for part in (self.commit, self.timer, self.cancels, self.wheel):
+            part.close()
+        os.close(self._lock_fd)
+        self._closed = True
 
     def __enter__(self) -> TimerStore:
         return self

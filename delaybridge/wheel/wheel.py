@@ -49,6 +49,8 @@ class TimingWheel:
         self.n_slots = slots
         size = HEADER_SIZE + SLOT_SIZE * slots
         fresh = not path.exists()
+        self.fresh = fresh
+        """The file was created by this open (all slots empty)."""
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if fresh:
             header = FileHeader(FileKind.WHEEL, SLOT_SIZE, 0, tick_ms, slots, 0)
@@ -95,7 +97,12 @@ class TimingWheel:
         return np.concatenate(bad) if bad else np.empty(0, dtype=np.intp)
 
     def clear(self) -> None:
-        self.slots["count"] = 0
+        """Empty every slot (writing only the slots in use, so a sparse file stays so)."""
+        for start in range(0, self.n_slots, 1 << 18):
+            part = self.slots[start : start + (1 << 18)]
+            used = np.flatnonzero(part["count"] != 0)
+            if len(used):
+                part["count"][used] = 0
 
     def flush(self) -> None:
         self._mm.flush()
