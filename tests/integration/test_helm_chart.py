@@ -10,8 +10,6 @@ kubeconform against Kubernetes' schemas. helm missing is a failure, not a skip:
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,55 +22,28 @@ from pydantic import BaseModel
 from delaybridge.bridge.settings import Settings, load
 from delaybridge.cli import build_parser
 from delaybridge.spark.cli import settings_from_args
+from tests.integration.chart_config import (
+    CHART,
+    ROOT,
+    Manifest,
+    by_kind,
+    helm_binary,
+    one,
+    pod_config,
+    render,
+    run_helm,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "helm" / "delaybridge"
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 INVALID_VALUES = sorted((CHART / "ci" / "invalid").glob("*.yaml"))
-# Settings the chart sets itself (volume path, listen address, pod name) instead of
-# taking them from `config`.
+# Settings the chart sets itself (volume path, listen address, pod name, token) instead
+# of taking them from `config`.
 CHART_OWNED = {"store.data_dir", "http.host", "http.admin_token", "kafka.instance_id"}
-
-Manifest = dict[str, Any]
-
-
-def helm_binary() -> str:
-    """The helm scripts/install-helm builds; a missing helm fails the test run."""
-    candidates = [os.environ.get("HELM", ""), shutil.which("helm") or ""]
-    gopath = subprocess.run(
-        ["go", "env", "GOPATH"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    if gopath:
-        candidates.append(str(Path(gopath) / "bin" / "helm"))
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    pytest.fail("helm not found (HELM, PATH, $GOPATH/bin): run scripts/install-helm", pytrace=False)
 
 
 @pytest.fixture(scope="module")
 def helm() -> str:
     return helm_binary()
-
-
-def run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([helm, *args], capture_output=True, text=True, check=False, timeout=120)
-
-
-def render(helm: str, *args: str) -> list[Manifest]:
-    done = run_helm(helm, "template", "rel", str(CHART), "--namespace", "ns", *args)
-    assert done.returncode == 0, f"helm template {' '.join(args)} failed:\n{done.stderr}"
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
-
-
-def by_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:
-    return [m for m in manifests if m["kind"] == kind]
-
-
-def one(manifests: list[Manifest], kind: str) -> Manifest:
-    found = by_kind(manifests, kind)
-    assert len(found) == 1, f"expected one {kind}, rendered {len(found)}"
-    return found[0]
 
 
 def container_env(statefulset: Manifest) -> dict[str, dict[str, Any]]:
@@ -157,7 +128,9 @@ def test_rendered_config_loads_in_the_sidecar(
     assert str(settings.store.data_dir) == "/var/lib/delaybridge"
     assert settings.http.host == "0.0.0.0"
     assert settings.http.admin_token == "secret:admin-token"
-    assert settings == load_rendered_config(manifests, tmp_path, monkeypatch)
+    pod = pod_config(helm, "--set", "config.kafka.bootstrap_servers=kafka:9092")
+    assert pod.env["DELAYBRIDGE_KAFKA__INSTANCE_ID"] == "field:metadata.name"
+    assert pod.http_port == settings.http.port == 8080
 
 
 def test_ha_values_render_sasl_servicemonitor_and_cronjob(
