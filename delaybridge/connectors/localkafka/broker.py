@@ -178,7 +178,7 @@ class LocalKafka:
             self._await_ready(pid, timeout_s)
         except BaseException:
             # Whatever went wrong (even Ctrl-C), leave no half-started broker behind.
-            if process.is_running(pid, self._marker):
+            if process.is_alive(pid):
                 process.kill(pid, timeout_s=10.0)
             self.layout.pid_file.unlink(missing_ok=True)
             raise
@@ -250,7 +250,9 @@ class LocalKafka:
         deadline = time.monotonic() + timeout_s
 
         def alive() -> bool:
-            return process.is_running(pid, self._marker)
+            # Our own unreaped child: its pid cannot have been reused, so no
+            # command-line check (which can race the java launcher's start-up).
+            return process.is_alive(pid)
 
         def fail(reason: str) -> BrokerStartError:
             # start() kills the JVM when this propagates.
