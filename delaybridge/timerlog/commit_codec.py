@@ -164,17 +164,27 @@ def check(buf: Buffer, offset: int, limit: int, path: Path, file_offset: int) ->
     return int(length)
 
 
+_unpack_fields = FIELDS.unpack_from
+_FIELDS_SIZE = FIELDS.size
+_MESSAGE = int(RecordType.MESSAGE)
+_topic_names: dict[bytes, str] = {}
+
+
 def decode(body: bytes, path: Path, file_offset: int) -> TimerRecord:
     """Decode one record from ``body`` (the bytes after the prefix, CRC already checked)."""
     try:
         (kind, id_len, topic_len, n_headers, due_ms, source_offset, source_ts, partition,
-         key_len, value_len) = FIELDS.unpack_from(body)
-        if kind != RecordType.MESSAGE:
+         key_len, value_len) = _unpack_fields(body)
+        if kind != _MESSAGE:
             raise IntegrityError(f"{path}: offset {file_offset}: unknown record type {kind}")
-        o = FIELDS.size
-        rid = body[o : o + id_len].decode()
-        o += id_len
-        topic = body[o : o + topic_len].decode()
+        o = _FIELDS_SIZE + id_len
+        rid = body[_FIELDS_SIZE:o].decode()
+        tb = body[o : o + topic_len]
+        topic = _topic_names.get(tb)
+        if topic is None:
+            if len(_topic_names) > 10_000:
+                _topic_names.clear()
+            topic = _topic_names[tb] = tb.decode()
         o += topic_len
         key = None
         if key_len >= 0:
@@ -184,22 +194,24 @@ def decode(body: bytes, path: Path, file_offset: int) -> TimerRecord:
         if value_len >= 0:
             value = body[o : o + value_len]
             o += value_len
-        headers: Headers = ()
-        if n_headers:
-            items: list[tuple[str, bytes | None]] = []
-            unpack_item = HEADER_ITEM.unpack_from
-            for _ in range(n_headers):
-                name_len, hv_len = unpack_item(body, o)
-                o += HEADER_ITEM.size
-                name = body[o : o + name_len].decode()
-                o += name_len
-                if hv_len < 0:
-                    items.append((name, None))
-                else:
-                    items.append((name, body[o : o + hv_len]))
-                    o += hv_len
-            headers = tuple(items)
+        headers: Headers = _decode_headers(body, o, n_headers) if n_headers else ()
     except (struct.error, UnicodeDecodeError) as exc:
         raise IntegrityError(f"{path}: offset {file_offset}: malformed record: {exc}") from exc
     return _new(TimerRecord, (rid, due_ms, topic, partition, key, value, headers, source_offset,
                               source_ts))
+
+
+def _decode_headers(body: bytes, o: int, n_headers: int) -> Headers:
+    items: list[tuple[str, bytes | None]] = []
+    unpack_item = HEADER_ITEM.unpack_from
+    for _ in range(n_headers):
+        name_len, hv_len = unpack_item(body, o)
+        o += HEADER_ITEM.size
+        name = body[o : o + name_len].decode()
+        o += name_len
+        if hv_len < 0:
+            items.append((name, None))
+        else:
+            items.append((name, body[o : o + hv_len]))
+            o += hv_len
+    return tuple(items)
