@@ -13,6 +13,7 @@ only talks to a bootstrap address, so it works the same on all three backends.
 from __future__ import annotations
 
 import enum
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -32,6 +33,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from delaybridge.errors import KafkaError
 
 T = TypeVar("T")
+
+_log = logging.getLogger("tests.kafka")
+"""librdkafka's own log lines (connection refused, ...) go here, so pytest shows them
+with a failing test instead of printing them over the progress output."""
 
 Record = tuple[bytes | None, bytes | None]
 """A record as the helpers take it: (key, value)."""
@@ -106,7 +111,7 @@ class KafkaCluster:
     # -- clients -----------------------------------------------------------------
 
     def admin(self, **conf: Any) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap_servers, **conf})
+        return AdminClient({"bootstrap.servers": self.bootstrap_servers, **conf}, logger=_log)
 
     def producer(self, **conf: Any) -> Producer:
         """A producer that gives up on a record after 30 s (``message.timeout.ms``)."""
@@ -115,7 +120,7 @@ class KafkaCluster:
             "message.timeout.ms": 30_000,
             "socket.timeout.ms": 10_000,
         }
-        return Producer({**base, **conf})
+        return Producer({**base, **conf}, logger=_log)
 
     def consumer(self, **conf: Any) -> Consumer:
         """A consumer in a fresh group, reading from the beginning, no auto-commit."""
@@ -126,7 +131,7 @@ class KafkaCluster:
             "enable.auto.commit": False,
             "socket.timeout.ms": 10_000,
         }
-        return Consumer({**base, **conf})
+        return Consumer({**base, **conf}, logger=_log)
 
     # -- topics --------------------------------------------------------------------
 
@@ -183,22 +188,8 @@ class KafkaCluster:
         Raises :class:`KafkaError` with the first delivery error (e.g. the broker is
         gone: ``_MSG_TIMED_OUT``) once librdkafka gives up, within ``timeout_s``.
         """
-        producer = self.producer(**{"message.timeout.ms": int(timeout_s * 1000)})
-        delivered: list[Message] = []
-        failed: list[tuple[RdKafkaError, Message]] = []
-
-        def report(err: RdKafkaError | None, msg: Message) -> None:
-            if err is None:
-                delivered.append(msg)
-            else:
-                failed.append((err, msg))
-
-        count = 0
-        for key, value in records:
-            producer.produce(topic, key=key, value=value, on_delivery=report)
-            producer.poll(0)
-            count += 1
-        left = producer.flush(timeout_s + 5)
+        delivered, failed, left = self._send(topic, records, timeout_s)
+        count = len(delivered) + len(failed) + left
         if failed:
             err, _ = failed[0]
             raise KafkaError(
@@ -212,6 +203,27 @@ class KafkaCluster:
                 f"still undelivered after {timeout_s + 5:.0f} s"
             )
         return sorted(delivered, key=lambda m: (m.partition() or 0, m.offset() or 0))
+
+    def _send(
+        self, topic: str, records: Iterable[Record], timeout_s: float
+    ) -> tuple[list[Message], list[tuple[RdKafkaError, Message]], int]:
+        # Its own frame, so that the producer is gone (and stops reconnecting) before
+        # produce() raises: a traceback kept by pytest would otherwise keep it alive.
+        producer = self.producer(**{"message.timeout.ms": int(timeout_s * 1000)})
+        delivered: list[Message] = []
+        failed: list[tuple[RdKafkaError, Message]] = []
+
+        def report(err: RdKafkaError | None, msg: Message) -> None:
+            if err is None:
+                delivered.append(msg)
+            else:
+                failed.append((err, msg))
+
+        for key, value in records:
+            producer.produce(topic, key=key, value=value, on_delivery=report)
+            producer.poll(0)
+        left: int = producer.flush(timeout_s + 5)
+        return delivered, failed, left
 
     def consume(self, topic: str, n: int, timeout_s: float = 30.0, **conf: Any) -> list[Message]:
         """Read the first ``n`` records of ``topic`` (all partitions, from the beginning).
