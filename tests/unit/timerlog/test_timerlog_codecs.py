@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import TimerRecord
-from delaybridge.timerlog import cancel_codec, commit_codec, timer_codec
+from delaybridge.timerlog import TimerRecord, cancel_codec, commit_codec, timer_codec
 from delaybridge.timerlog.checkpoint import Checkpoint
 from delaybridge.wheel.file_header import FileHeader, FileKind
 
