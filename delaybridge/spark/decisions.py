@@ -92,7 +92,7 @@ def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
         _append(out, classify(record, rules))
     return pa.RecordBatch.from_pydict(
         {
-            "topic": columns["topic"],
+            "topic": pa.array(columns["topic"], pa.string()),
             "partition": pa.array(columns["partition"], pa.int32()),
             "offset": pa.array(columns["offset"], pa.int64()),
             "timestamp_ms": pa.array(columns["timestamp_ms"], pa.int64()),

@@ -61,7 +61,7 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
     """Reconcile and (if ``settings.output_dir``) write the files; return the report."""
     from delaybridge.spark.decisions import Kind, classify_rows
     from delaybridge.spark.deliveries import parse_deliveries
-    from delaybridge.spark.outcomes import Judgement, aggregate, lateness_histogram, outcomes
+    from delaybridge.spark.outcomes import Judgement, aggregate, histogram_of, outcomes
     from delaybridge.spark.sides import delay_summaries, target_counts
     from delaybridge.spark.sources import read_ranges
 
@@ -113,8 +113,9 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
         with steps("join and count"):
             per_message = outcomes(decisions, deliveries, targets, judgement).persist()
             cached.append(per_message)
-            windows, per_topic, totals = split_rollup(aggregate(per_message))
-            histogram = lateness_histogram(per_message)
+            rollup = aggregate(per_message)
+            windows, per_topic, totals = split_rollup(rollup)
+            histogram = histogram_of(rollup)
             sides = target_counts(deliveries, decisions)
             delay = delay_summaries(decisions, list(settings.delay_topics), targets)
             examples = _examples(per_message, deliveries, decisions, settings.examples)
@@ -173,9 +174,10 @@ def _write(report: Report, per_message: DataFrame, settings: ReconcileSettings) 
 def _examples(
     per_message: DataFrame, deliveries: DataFrame, decisions: DataFrame, limit: int
 ) -> dict[str, list[dict[str, Any]]]:
+    """Up to ``limit`` offenders per kind, ordered by due time: two small Spark jobs."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    examples: dict[str, list[dict[str, Any]]] = {}
     columns = [
         "id",
         "target_topic",
@@ -188,34 +190,63 @@ def _examples(
         "lateness_ms",
         "cancel_ms",
     ]
-    for kind in EXAMPLE_KINDS:
-        rows = (
-            per_message.where(F.col(kind) == 1)
-            .orderBy("due_ms", "id")
-            .select(*columns)
-            .limit(limit)
-            .collect()
-        )
-        if rows:
-            examples[kind] = [row.asDict() for row in rows]
-    malformed = (
-        deliveries.where("status = 'malformed'")
-        .orderBy("topic", "partition", "offset")
-        .select("topic", "partition", "offset", "delay_id", "problem")
-        .limit(limit)
-        .collect()
+    kinds = F.filter(
+        F.array(*(F.when(F.col(k) == 1, F.lit(k)) for k in EXAMPLE_KINDS)),
+        lambda k: k.isNotNull(),
     )
-    if malformed:
-        examples["malformed"] = [row.asDict() for row in malformed]
-    rejected = (
-        decisions.where("kind = 'rejected'")
-        .orderBy("topic", "partition", "offset")
-        .select("topic", "partition", "offset", "reason", "detail")
-        .limit(limit)
+    rank = F.row_number().over(Window.partitionBy("kind").orderBy("due_ms", "id"))
+    examples: dict[str, list[dict[str, Any]]] = {}
+    for row in (
+        per_message.select(*columns, F.explode(kinds).alias("kind"))
+        .withColumn("rank", rank)
+        .where(F.col("rank") <= limit)
+        .orderBy("kind", "rank")
         .collect()
+    ):
+        data = row.asDict()
+        kind = data.pop("kind")
+        del data["rank"]
+        examples.setdefault(kind, []).append(data)
+    malformed = deliveries.where("status = 'malformed'").select(
+        F.lit("malformed").alias("kind"),
+        "topic",
+        "partition",
+        "offset",
+        F.col("delay_id").alias("id"),
+        F.col("problem").alias("detail"),
+        F.lit(None).cast("string").alias("reason"),
     )
-    if rejected:
-        examples["rejected"] = [row.asDict() for row in rejected]
+    rejected = decisions.where("kind = 'rejected'").select(
+        "kind", "topic", "partition", "offset", "id", "detail", "reason"
+    )
+    rank = F.row_number().over(Window.partitionBy("kind").orderBy("topic", "partition", "offset"))
+    for row in (
+        malformed.unionByName(rejected)
+        .withColumn("rank", rank)
+        .where(F.col("rank") <= limit)
+        .orderBy("kind", "rank")
+        .collect()
+    ):
+        data = row.asDict()
+        kind = data.pop("kind")
+        del data["rank"]
+        if kind == "malformed":
+            data = {
+                "topic": data["topic"],
+                "partition": data["partition"],
+                "offset": data["offset"],
+                "delay_id": data["id"],
+                "problem": data["detail"],
+            }
+        else:
+            data = {
+                "topic": data["topic"],
+                "partition": data["partition"],
+                "offset": data["offset"],
+                "reason": data["reason"],
+                "detail": data["detail"],
+            }
+        examples.setdefault(kind, []).append(data)
     return examples
 
 

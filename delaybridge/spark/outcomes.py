@@ -166,10 +166,19 @@ def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
 
 
 def aggregate(per_message: DataFrame) -> list[dict[str, object]]:
-    """Counts per (target topic, window), per topic and overall; see ``split_rollup``."""
+    """Counts per (target topic, window), per topic and overall; see ``split_rollup``.
+
+    One Spark job: the lateness histogram rides along as one sum per bucket
+    (``hist_<i>``), read from the grand-total row by :func:`histogram_of`.
+    """
     from pyspark.sql import functions as F
 
-    lateness = F.percentile_approx("lateness_ms", [0.5, 0.99], 10_000)
+    lateness = F.col("lateness_ms")
+    bucket = F.lit(len(LATENESS_EDGES_MS))
+    for index in range(len(LATENESS_EDGES_MS) - 1, -1, -1):
+        bucket = F.when(lateness < F.lit(LATENESS_EDGES_MS[index]), F.lit(index)).otherwise(bucket)
+    bucket = F.when(lateness.isNotNull(), bucket)
+    buckets = range(len(LATENESS_EDGES_MS) + 1)
     rows = (
         per_message.rollup("target_topic", "window_start_ms")
         .agg(
@@ -177,8 +186,9 @@ def aggregate(per_message: DataFrame) -> list[dict[str, object]]:
             F.count(F.lit(1)).alias("sent"),
             *(F.sum(name).alias(name) for name in FLAGS),
             F.sum("extra_copies").alias("extra_copies"),
-            lateness.alias("lateness_q"),
+            F.percentile_approx("lateness_ms", [0.5, 0.99], 10_000).alias("lateness_q"),
             F.max("lateness_ms").alias("lateness_max_ms"),
+            *(F.sum((bucket == F.lit(i)).cast("int")).alias(f"hist_{i}") for i in buckets),
         )
         .collect()
     )
@@ -191,19 +201,10 @@ def aggregate(per_message: DataFrame) -> list[dict[str, object]]:
     return out
 
 
-def lateness_histogram(per_message: DataFrame) -> list[int]:
-    """Delivered messages per bucket of :data:`LATENESS_EDGES_MS` (first: early)."""
-    from pyspark.sql import functions as F
-
-    lateness = F.col("lateness_ms")
-    bucket = F.lit(len(LATENESS_EDGES_MS))
-    for index in range(len(LATENESS_EDGES_MS) - 1, -1, -1):
-        bucket = F.when(lateness < F.lit(LATENESS_EDGES_MS[index]), F.lit(index)).otherwise(bucket)
-    counts = {
-        row["bucket"]: row["count"]
-        for row in per_message.where(lateness.isNotNull())
-        .groupBy(bucket.alias("bucket"))
-        .count()
-        .collect()
-    }
-    return [int(counts.get(i, 0)) for i in range(len(LATENESS_EDGES_MS) + 1)]
+def histogram_of(rows: list[dict[str, object]]) -> list[int]:
+    """The grand-total row's lateness histogram (all zeros when nothing was scheduled)."""
+    size = len(LATENESS_EDGES_MS) + 1
+    for row in rows:
+        if row["grouping"] == 3:
+            return [int(row.get(f"hist_{i}") or 0) for i in range(size)]  # type: ignore[call-overload]
+    return [0] * size

@@ -17,7 +17,7 @@ from delaybridge.spark.outcomes import matched_cancels, schedules
 from delaybridge.spark.report import DelaySummary
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
 
 def target_counts(deliveries: DataFrame, decisions: DataFrame) -> dict[str, dict[str, int]]:
@@ -28,87 +28,85 @@ def target_counts(deliveries: DataFrame, decisions: DataFrame) -> dict[str, dict
         F.col("id").alias("delay_id"), F.col("target_topic").alias("topic")
     )
     ok = deliveries.where(F.col("status") == DeliveryStatus.OK.value)
-    unmatched = ok.join(scheduled, ["delay_id", "topic"], "left_anti").groupBy("topic").count()
-    by_status = deliveries.groupBy("topic").agg(
-        F.count(F.lit(1)).alias("records"),
-        F.sum((F.col("status") == DeliveryStatus.NO_DELAY_ID.value).cast("int")).alias(
-            "no_delay_id"
-        ),
-        F.sum((F.col("status") == DeliveryStatus.MALFORMED.value).cast("int")).alias("malformed"),
+    unmatched = ok.join(scheduled, ["delay_id", "topic"], "left_anti").select(
+        "topic", F.lit("unmatched").alias("metric")
     )
+    status = F.col("status")
+    per_record = deliveries.select(
+        "topic",
+        F.explode(
+            F.array(
+                F.lit("records"),
+                F.when(status == DeliveryStatus.NO_DELAY_ID.value, F.lit("no_delay_id")),
+                F.when(status == DeliveryStatus.MALFORMED.value, F.lit("malformed")),
+            )
+        ).alias("metric"),
+    ).where(F.col("metric").isNotNull())
     result: dict[str, dict[str, int]] = {}
-    for row in by_status.collect():
-        result[row["topic"]] = {
-            "records": row["records"],
-            "no_delay_id": row["no_delay_id"] or 0,
-            "malformed": row["malformed"] or 0,
-            "unmatched": 0,
-        }
-    for row in unmatched.collect():
-        result[row["topic"]]["unmatched"] = row["count"]
+    for row in per_record.unionByName(unmatched).groupBy("topic", "metric").count().collect():
+        counts = result.setdefault(
+            row["topic"], {"records": 0, "no_delay_id": 0, "malformed": 0, "unmatched": 0}
+        )
+        counts[row["metric"]] = row["count"]
     return result
 
 
 def delay_summaries(
     decisions: DataFrame, delay_topics: list[str], targets: list[str]
 ) -> list[DelaySummary]:
-    """One :class:`DelaySummary` per delay topic, in the order given."""
+    """One :class:`DelaySummary` per delay topic, in the order given (one Spark job)."""
     from pyspark.sql import functions as F
 
-    def kind_count(kind: Kind) -> Column:
-        return F.sum((F.col("kind") == kind.value).cast("int")).alias(kind.value)
-
-    by_kind = {
-        row["topic"]: row.asDict()
-        for row in decisions.groupBy("topic")
-        .agg(
-            F.count(F.lit(1)).alias("records"),
-            kind_count(Kind.SCHEDULE),
-            kind_count(Kind.CANCEL),
-            kind_count(Kind.REJECTED),
-        )
-        .collect()
-    }
-    rejected: dict[str, dict[str, int]] = {}
-    for row in (
-        decisions.where(F.col("kind") == Kind.REJECTED.value)
-        .groupBy("topic", "reason")
-        .count()
-        .collect()
-    ):
-        rejected.setdefault(row["topic"], {})[row["reason"]] = row["count"]
+    # Every count as (topic, metric, n) rows of one union, so one job computes them all.
+    by_kind = decisions.groupBy(
+        "topic",
+        F.when(F.col("kind") == Kind.REJECTED.value, F.concat(F.lit("rejected:"), "reason"))
+        .otherwise(F.col("kind"))
+        .alias("metric"),
+    ).agg(F.count(F.lit(1)).alias("n"))
     scheduled = schedules(decisions)
-    per_schedule_topic = {
-        row["topic"]: row.asDict()
-        for row in scheduled.groupBy("topic")
-        .agg(
-            F.sum(F.col("copies") - 1).alias("resent"),
-            F.sum((~F.col("target_topic").isin(targets)).cast("int")).alias("other_targets"),
-        )
-        .collect()
-    }
-    unknown = {
-        row["topic"]: row["count"]
-        for row in matched_cancels(decisions, scheduled)
+    resent = scheduled.groupBy("topic").agg(
+        F.lit("resent").alias("metric"), F.sum(F.col("copies") - 1).alias("n")
+    )
+    other = (
+        scheduled.where(~F.col("target_topic").isin(targets))
+        .groupBy("topic")
+        .agg(F.lit("other_targets").alias("metric"), F.count(F.lit(1)).alias("n"))
+    )
+    unknown = (
+        matched_cancels(decisions, scheduled)
         .where(~F.col("matched"))
         .groupBy("topic")
-        .count()
-        .collect()
-    }
+        .agg(F.lit("cancel_unknown").alias("metric"), F.count(F.lit(1)).alias("n"))
+    )
+    found: dict[str, dict[str, int]] = {}
+    for row in by_kind.unionByName(resent).unionByName(other).unionByName(unknown).collect():
+        found.setdefault(row["topic"], {})[row["metric"]] = int(row["n"] or 0)
     summaries = []
     for topic in delay_topics:
-        kinds = by_kind.get(topic, {})
-        extra = per_schedule_topic.get(topic, {})
+        metrics = found.get(topic, {})
+        rejected = {
+            name.removeprefix("rejected:"): n
+            for name, n in metrics.items()
+            if name.startswith("rejected:")
+        }
         summaries.append(
             DelaySummary(
                 topic=topic,
-                records=int(kinds.get("records") or 0),
-                schedules=int(kinds.get(Kind.SCHEDULE.value) or 0),
-                resent=int(extra.get("resent") or 0),
-                cancels=int(kinds.get(Kind.CANCEL.value) or 0),
-                cancel_unknown=int(unknown.get(topic, 0)),
-                rejected=dict(sorted(rejected.get(topic, {}).items())),
-                other_targets=int(extra.get("other_targets") or 0),
+                records=sum(
+                    n
+                    for name, n in metrics.items()
+                    if name in _KIND_METRICS or name.startswith("rejected:")
+                ),
+                schedules=metrics.get(Kind.SCHEDULE.value, 0),
+                resent=metrics.get("resent", 0),
+                cancels=metrics.get(Kind.CANCEL.value, 0),
+                cancel_unknown=metrics.get("cancel_unknown", 0),
+                rejected=dict(sorted(rejected.items())),
+                other_targets=metrics.get("other_targets", 0),
             )
         )
     return summaries
+
+
+_KIND_METRICS = frozenset({Kind.SCHEDULE.value, Kind.CANCEL.value})

@@ -76,7 +76,9 @@ def take_snapshot(
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.admin._listoffsets import OffsetSpec
 
-    admin = AdminClient(client_config)
+    # A metadata request for a missing topic must not create it (brokers default to
+    # auto.create.topics.enable=true, and librdkafka's admin client would ask for it).
+    admin = AdminClient({**client_config, "allow.auto.create.topics": False})
     result: list[TopicRanges] = []
     for topic in topics:
         try:
