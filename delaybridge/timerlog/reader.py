@@ -207,9 +207,20 @@ class Reader:
             if start == tick and skip:
                 count = self.wheel.list_of(tick)[0]
                 start = tick if count > skip else tick + self.tick_ms
-            self._hint, _ = self.wheel.live_summary(start)
+            self._hint = self._first_tick_from(start)
             self._hint_valid = True
         return self._hint
+
+    def _first_tick_from(self, start: int) -> int | None:
+        """The first non-empty tick at or after ``start`` (scanning near ticks first)."""
+        end = start + self.tick_ms * (self.wheel.n_slots - 1)
+        t = start
+        while t <= end:
+            times, _, _, _, scanned_to = self.wheel.scan(t, end)
+            if len(times):
+                return int(times[0])
+            t = scanned_to + self.tick_ms
+        return None
 
     def is_pending(self, index: int, slot_ms: int) -> bool:
         """Is the entry still ahead of the read position (not handed out or skipped)?"""

@@ -197,7 +197,7 @@ class TimerStore:
         if not hashes:
             return found
         wanted = np.fromiter(hashes, np.uint32, len(hashes))
-        for first, entries in self.timer.chunks(self._live_start, self.timer.end):
+        for first, entries in self.timer.chunks(self._live_start, self.timer.end, check=False):
             for row in np.flatnonzero(np.isin(entries["id_hash"], wanted)):
                 e = entries[row]
                 cl = int(e["cl_word"]) & timer_codec.POS_MASK

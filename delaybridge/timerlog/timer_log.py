@@ -24,6 +24,7 @@ from delaybridge.wheel.file_header import HEADER_SIZE, FileKind
 ENTRY = codec.ENTRY_SIZE
 I64 = npt.NDArray[np.int64]
 CHUNK_ENTRIES = 1 << 18  # 8 MiB per vectorised pass
+NO_ROWS = np.empty(0, dtype=np.intp)
 
 
 class TimerLog:
@@ -143,12 +144,17 @@ class TimerLog:
             raise IntegrityError(f"{seg.path}: offset {off}: timer-log entry {index} CRC mismatch")
         return out
 
-    def chunks(self, start: int, stop: int) -> Iterator[tuple[int, codec.Entries]]:
-        """(first index, entries) for ``[start, stop)`` in bounded chunks, CRC checked."""
+    def chunks(self, start: int, stop: int, *, check: bool = True
+               ) -> Iterator[tuple[int, codec.Entries]]:
+        """(first index, entries) for ``[start, stop)`` in bounded chunks, CRC checked.
+
+        ``check=False`` is for filters whose hits are confirmed elsewhere (cancel and
+        lookup confirm every candidate against its CRC-checked commit-log record).
+        """
         for first in range(start, stop, CHUNK_ENTRIES):
             last = min(stop, first + CHUNK_ENTRIES)
             entries = self.read(first, last)
-            bad = codec.bad_rows(entries)
+            bad = codec.bad_rows(entries) if check else NO_ROWS
             if len(bad):
                 index = first + int(bad[0])
                 seg, off = self.log.locate(index * ENTRY)
