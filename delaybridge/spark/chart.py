@@ -107,10 +107,11 @@ def write_chart(report: Report, path: Path) -> Path:
     bucket_labels = lateness_bucket_labels()
     colors = []
     for index in range(len(counts)):
-        lower = LATENESS_EDGES_MS[index - 1] if index else None
+        # Bucket i covers [edges[i-1], edges[i]); orange when any of it is past the threshold.
+        upper = LATENESS_EDGES_MS[index] if index < len(LATENESS_EDGES_MS) else None
         if index == 0:
             colors.append("tab:red")
-        elif lower is not None and lower >= report.late_after_ms:
+        elif upper is None or upper > report.late_after_ms:
             colors.append("tab:orange")
         else:
             colors.append("tab:blue")

@@ -139,6 +139,12 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
             lateness_histogram=histogram,
             examples=examples,
         )
+        # Timings so far go into report.json; the write itself is in the returned report.
+        report = dataclasses.replace(
+            report,
+            elapsed_s=round(time.monotonic() - started, 3),
+            step_s=dict(steps.durations),
+        )
         if settings.output_dir is not None:
             with steps(f"write {settings.output_dir}"):
                 _write(report, per_message, settings)

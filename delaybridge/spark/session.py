@@ -60,7 +60,9 @@ def attached_session(shuffle_partitions: int) -> SparkSession:
     """Join the session ``spark-submit`` prepared (its master, memory and ``--jars``)."""
     from pyspark.sql import SparkSession
 
-    return _sql_settings(SparkSession.builder.appName(APP_NAME), shuffle_partitions).getOrCreate()
+    spark = _sql_settings(SparkSession.builder.appName(APP_NAME), shuffle_partitions).getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")  # the submit line's log4j config prints INFO
+    return spark
 
 
 def under_spark_submit() -> bool:
