@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from delaybridge.spark.report import Report, TargetSummary, split_rollup
+from delaybridge.spark.report import Counts, Report, TargetSummary, split_rollup
 from delaybridge.spark.settings import ReconcileSettings
 from delaybridge.spark.snapshot import TopicRanges, now_ms, take_snapshot
 from delaybridge.spark.steps import Steps
@@ -80,7 +80,8 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
         spark = spark or open_session(settings)
     cached: list[DataFrame] = []
     try:
-        with steps(f"classify {sum(t.records for t in delay_ranges):,} delay-topic records"):
+        log.info("delay topics: %d records in range", sum(t.records for t in delay_ranges))
+        with steps("read and classify delay topics"):
             raw = read_ranges(
                 spark, settings.bootstrap_servers, delay_ranges, settings.kafka_options
             )
@@ -98,7 +99,8 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
             target_ranges = take_snapshot(
                 client, targets, since_ms=settings.since_ms, missing_ok=True
             )
-        with steps(f"parse {sum(t.records for t in target_ranges):,} target-topic records"):
+        log.info("target topics: %d records in range", sum(t.records for t in target_ranges))
+        with steps("read and parse target topics"):
             raw_targets = read_ranges(
                 spark, settings.bootstrap_servers, target_ranges, settings.kafka_options
             )
@@ -130,7 +132,7 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
             windows=windows,
             targets=[
                 TargetSummary(
-                    topic=t, counts=per_topic.get(t, _empty()), exists=exists[t], **sides.get(t, {})
+                    topic=t, counts=per_topic.get(t, Counts()), exists=exists[t], **sides.get(t, {})
                 )
                 for t in targets
             ],
@@ -146,19 +148,13 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
             step_s=dict(steps.durations),
         )
         if settings.output_dir is not None:
-            with steps(f"write {settings.output_dir}"):
+            with steps("write report files"):
                 _write(report, per_message, settings)
     finally:
         for frame in cached:
             frame.unpersist()
     elapsed = time.monotonic() - started
     return dataclasses.replace(report, elapsed_s=round(elapsed, 3), step_s=steps.durations)
-
-
-def _empty() -> Any:
-    from delaybridge.spark.report import Counts
-
-    return Counts()
 
 
 def _write(report: Report, per_message: DataFrame, settings: ReconcileSettings) -> None:
