@@ -149,7 +149,7 @@ def test_ha_values_render_sasl_servicemonitor_and_cronjob(
     settings = load_rendered_config(manifests, tmp_path, monkeypatch)
     assert settings.kafka.client["sasl.password"] == "secret:password"
     assert settings.kafka.client["security.protocol"] == "SASL_SSL"
-    assert settings.delivery.exactly_once is True
+    assert settings.delivery.rate_limits_per_s == {"orders": 2000.0}
     monitor = one(manifests, "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["endpoints"][0]["port"] == "http-metrics"
