@@ -21,6 +21,7 @@ topic.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -33,7 +34,7 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException, Producer
 
 from delaybridge.bridge.deadletter import dead_letter_headers
-from delaybridge.bridge.headers import delivered_headers
+from delaybridge.bridge.headers import OUT_ORIGIN, delivered_headers
 from delaybridge.bridge.partition import Batch, PartitionState
 from delaybridge.bridge.ratelimit import RateLimits
 from delaybridge.bridge.reasons import Reason
@@ -103,23 +104,94 @@ class Deliverer:
         limit = self._settings.max_in_flight_records
         for part in parts:
             while self.in_flight < limit:
-                if part.held:
-                    due, batch = part.held[0]
-                else:
+                if not part.held:
                     taken = part.store.take_due(
                         min(self._settings.batch_max_records, limit - self.in_flight)
                     )
                     if not taken:
                         break
-                    batch = Batch(taken[-1].cursor, len(taken))
+                    batch = Batch(taken[-1].cursor, len(taken), taken)
+                    batch.on_delivery = functools.partial(self._on_ack, part, batch)
                     part.batches.append(batch)
                     part.held.extend((due, batch) for due in taken)
-                    due, batch = part.held[0]
-                if not self._produce(part, due, batch):
-                    break  # queue full or rate limited: keep it held, try next turn
-                part.held.popleft()
-                produced += 1
+                produced += self._produce_held(part)
+                if part.held:
+                    break  # queue full or rate limited: the rest waits for the next turn
         return produced
+
+    def _produce_held(self, part: PartitionState) -> int:
+        """The hot path: produce ``part.held`` in order until done or blocked."""
+        held = part.held
+        produce = self._producer.produce
+        limits = self._limits
+        lateness = self.counters.lateness_ms
+        prefix = part.origin_prefix
+        now_ms = self._clock.now_ms()
+        now_s = time.monotonic()
+        done = 0
+        while held:
+            due, batch = held[0]
+            rec = due.record
+            if limits and not limits.allow(rec.target_topic, now_s):
+                break
+            if now_ms < rec.due_ms:  # the store must never hand out early records
+                self.counters.early += 1
+                log.error(
+                    "store handed out %s %d ms early; holding it", rec.id, rec.due_ms - now_ms
+                )
+                break
+            headers = delivered_headers(
+                rec.headers, rec.id, prefix + str(rec.source_offset), rec.due_ms
+            )
+            try:
+                if rec.target_partition >= 0:
+                    produce(
+                        rec.target_topic,
+                        rec.value,
+                        rec.key,
+                        rec.target_partition,
+                        on_delivery=batch.on_delivery,
+                        headers=headers,
+                    )
+                else:
+                    produce(
+                        rec.target_topic,
+                        rec.value,
+                        rec.key,
+                        on_delivery=batch.on_delivery,
+                        headers=headers,
+                    )
+            except BufferError:
+                self._producer.poll(0)
+                break
+            except KafkaException as exc:  # refused before sending (too large, ...)
+                self._failed(part, due, batch, exc.args[0], now_ms, 1)
+            else:
+                self.in_flight += 1
+                # The record's timestamp (CreateTime) is now: what its consumers will see.
+                lateness.append(now_ms - rec.due_ms)
+            held.popleft()
+            done += 1
+        return done
+
+    def _on_ack(
+        self, part: PartitionState, batch: Batch, err: RdKafkaError | None, msg: Any
+    ) -> None:
+        """Delivery report of a record produced by :meth:`_produce_held`."""
+        self.in_flight -= 1
+        if err is None:
+            topic_counts = self.counters.delivered
+            topic = msg.topic()
+            topic_counts[topic] = topic_counts.get(topic, 0) + 1
+            part.resolve(batch)
+            return
+        origin = dict(msg.headers() or ()).get(OUT_ORIGIN, b"")
+        due = batch.find(int(origin.rsplit(b"/", 1)[-1] or -1))
+        if due is None:  # cannot happen: every record carries its origin
+            log.error("delivery failed for an unknown record of %s: %s", part.name, err.str())
+            part.resolve(batch)
+            return
+        self._failed(part, due, batch, err, self._clock.now_ms(), 1)
 
     def next_retry_ms(self) -> int | None:
         return self._retries[0].at_ms if self._retries else None
@@ -129,18 +201,6 @@ class Deliverer:
         return counters
 
     # -- producing --------------------------------------------------------------------
-
-    def _produce(self, part: PartitionState, due: DueRecord, batch: Batch) -> bool:
-        rec = due.record
-        now_s = time.monotonic()
-        if self._limits and not self._limits.allow(rec.target_topic, now_s):
-            return False
-        now_ms = self._clock.now_ms()
-        if now_ms < rec.due_ms:  # the store must never hand out early records
-            self.counters.early += 1
-            log.error("store handed out %s %d ms early; holding it", rec.id, rec.due_ms - now_ms)
-            return False
-        return self._send(part, due, batch, now_ms, attempts=0)
 
     def _send(
         self,
@@ -163,7 +223,6 @@ class Deliverer:
             if err is None:
                 counts = self.counters.delivered
                 counts[rec.target_topic] = counts.get(rec.target_topic, 0) + 1
-                self.counters.lateness_ms.append(self._clock.now_ms() - rec.due_ms)
                 part.resolve(batch)
             else:
                 self._failed(part, due, batch, err, first_try_ms, attempts + 1)

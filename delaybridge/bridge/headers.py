@@ -25,6 +25,7 @@ target topic only cancels a message bound for that topic.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -90,6 +91,12 @@ CONTROL_HEADERS = frozenset(
 )
 
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+@functools.lru_cache(maxsize=4096)
+def _legal_topic(name: str) -> bool:
+    """Target names repeat across millions of records: check each one once."""
+    return _TOPIC_NAME.match(name) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +200,7 @@ def _classify(record: SourceRecord, rules: HeaderRules) -> Decision:
             Reason.MISSING_TARGET,
             f"no {TARGET_TOPIC} header and no route for delay topic {record.topic!r}",
         )
-    if not _TOPIC_NAME.match(target):
+    if not _legal_topic(target):
         raise _Reject(Reason.BAD_TARGET, f"{target!r} is not a legal Kafka topic name")
     if target in rules.delay_topics:
         raise _Reject(Reason.TARGET_IS_DELAY_TOPIC, f"target {target!r} is a delay topic")
@@ -300,13 +307,17 @@ def _text(raw: bytes, what: str) -> str:
 
 
 def delivered_headers(
-    schedule_headers: Sequence[tuple[str, bytes | None]], id: str, origin: str, due_ms: int
+    stored: Sequence[tuple[str, bytes | None]], id: str, origin: str, due_ms: int
 ) -> list[tuple[str, str | bytes | None]]:
-    """The headers a delivered record carries: the producer's, plus ours."""
-    out: list[tuple[str, str | bytes | None]] = [
-        (k, v) for k, v in schedule_headers if k not in (OUT_ID, OUT_ORIGIN, OUT_DUE_MS)
+    """The headers a delivered record carries: the producer's, plus ours.
+
+    ``stored`` are a :class:`Schedule`'s headers, from which classify() already removed
+    every control header (ours included), so nothing is filtered here: this runs once
+    per delivered message.
+    """
+    return [
+        *stored,
+        (OUT_ID, id.encode()),
+        (OUT_ORIGIN, origin.encode()),
+        (OUT_DUE_MS, str(due_ms).encode()),
     ]
-    out.append((OUT_ID, id.encode()))
-    out.append((OUT_ORIGIN, origin.encode()))
-    out.append((OUT_DUE_MS, str(due_ms).encode()))
-    return out

@@ -114,6 +114,8 @@ def _recover(directory: Path, settings: StoreSettings, now_ms: int, verify: bool
             log.info("%s: rebuilding the wheel from the timer log", directory)
             wheel.clear()
         _check_entries(timer, commit, ckpt, wheel if not trust else None)  # steps 5, 6
+        if not trust:
+            wheel.seal_rebuild()
         cancels.open(ckpt.cancel_generation, ckpt.cancel_end, ckpt.done_tick_ms)  # step 7
         wheel.set_stamp(0)  # step 8
         if verify and ckpt.live_start < ckpt.timer_end:  # step 9
@@ -130,7 +132,8 @@ def _check_entries(timer: TimerLog, commit: CommitLog, ckpt: Checkpoint,
                    wheel: TimingWheel | None) -> None:
     last_cl = -1
     kinds_ok = np.array([int(k) for k in timer_codec.EntryType], dtype=np.uint64)
-    for first, entries in timer.chunks(ckpt.live_start, ckpt.timer_end):
+    # 1 Mi entries (32 MiB) per pass: the wheel rebuild costs O(slots) per chunk.
+    for first, entries in timer.chunks(ckpt.live_start, ckpt.timer_end, chunk_entries=1 << 20):
         cl = timer_codec.positions_of(entries)
         kinds = timer_codec.kinds_of(entries)
         bad = np.flatnonzero(~np.isin(kinds, kinds_ok))

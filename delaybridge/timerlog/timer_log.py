@@ -144,15 +144,15 @@ class TimerLog:
             raise IntegrityError(f"{seg.path}: offset {off}: timer-log entry {index} CRC mismatch")
         return out
 
-    def chunks(self, start: int, stop: int, *, check: bool = True
-               ) -> Iterator[tuple[int, codec.Entries]]:
+    def chunks(self, start: int, stop: int, *, check: bool = True,
+               chunk_entries: int = CHUNK_ENTRIES) -> Iterator[tuple[int, codec.Entries]]:
         """(first index, entries) for ``[start, stop)`` in bounded chunks, CRC checked.
 
         ``check=False`` is for filters whose hits are confirmed elsewhere (cancel and
         lookup confirm every candidate against its CRC-checked commit-log record).
         """
-        for first in range(start, stop, CHUNK_ENTRIES):
-            last = min(stop, first + CHUNK_ENTRIES)
+        for first in range(start, stop, chunk_entries):
+            last = min(stop, first + chunk_entries)
             entries = self.read(first, last)
             bad = codec.bad_rows(entries) if check else NO_ROWS
             if len(bad):

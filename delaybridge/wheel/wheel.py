@@ -151,23 +151,44 @@ class TimingWheel:
         return prev
 
     def rebuild_chunk(self, time_ms: I64, indexes: I64) -> None:
-        """Re-add entries found in the timer log (ascending indexes) without linking."""
+        """Re-add entries found in the timer log (ascending indexes) without linking.
+
+        Recovery calls this for millions of entries, so it avoids sorting: per slot,
+        ``bincount`` gives the count and fancy assignment (the last write of a
+        repeated index wins) the newest entry; the oldest comes from the reversed
+        arrays. Live entries of one slot all share one tick (the window invariant).
+        Slot CRCs are left to :meth:`seal_rebuild`, once, at the end.
+        """
         if len(time_ms) == 0:
             return
-        order = np.argsort(time_ms, kind="stable")
-        t_sorted = time_ms[order]
-        k_sorted = indexes[order]
-        starts = np.empty(len(order), dtype=bool)
-        starts[:1] = True
-        np.not_equal(t_sorted[1:], t_sorted[:-1], out=starts[1:])
-        group_t = t_sorted[starts]
-        slot_idx = self.index(group_t)
-        cur = self.slots[slot_idx]
-        live = (cur["count"] != 0) & (cur["time_ms"] == group_t)
-        group_start = np.flatnonzero(starts)
-        group_end = np.append(group_start[1:], len(order)) - 1
-        self._merge(slot_idx, group_t, k_sorted[group_start], k_sorted[group_end],
-                    group_end - group_start + 1, cur, live)
+        slot_idx = self.index(time_ms)
+        counts = np.bincount(slot_idx, minlength=self.n_slots)
+        touched = np.flatnonzero(counts)
+        last = np.empty(self.n_slots, dtype=np.int64)
+        last[slot_idx] = indexes
+        first = np.empty(self.n_slots, dtype=np.int64)
+        first[slot_idx[::-1]] = indexes[::-1]
+        tick = np.empty(self.n_slots, dtype=np.int64)
+        tick[slot_idx] = time_ms
+        cur = self.slots[touched]
+        live = (cur["count"] != 0) & (cur["time_ms"] == tick[touched])
+        new = np.empty(len(touched), dtype=DTYPE)
+        new["crc"] = 0
+        new["time_ms"] = tick[touched]
+        new["first"] = np.where(live, cur["first"], first[touched])
+        new["last"] = last[touched]
+        new["count"] = np.where(live, cur["count"], 0) + counts[touched]
+        self.slots[touched] = new
+
+    def seal_rebuild(self) -> None:
+        """Compute the CRC of every slot in use (after the last :meth:`rebuild_chunk`)."""
+        step = 1 << 18
+        for start in range(0, self.n_slots, step):
+            part = self.slots[start : start + step]
+            used = np.flatnonzero(part["count"] != 0)
+            if len(used):
+                rows = part[used].view(np.uint8).reshape(-1, SLOT_SIZE)[:, 4:]
+                part["crc"][used] = CRC.compute(rows)
 
     def _merge(self, slot_idx: I64, group_t: I64, firsts: I64, lasts: I64, counts: I64,
                cur: npt.NDArray[np.void], live: npt.NDArray[np.bool_]) -> None:

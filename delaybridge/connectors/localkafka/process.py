@@ -51,6 +51,9 @@ def spawn_detached(command: Sequence[str], *, output: Path, cwd: Path) -> int:
     # and the CLI exits without waiting. Mark it reaped-by-us to silence
     # Popen.__del__'s "subprocess still running" ResourceWarning.
     child.returncode = 0
+    # For some milliseconds after Popen returns, /proc/<pid>/cmdline reads
+    # empty (measured: ~20 ms); wait it out so is_running() is right at once.
+    wait_until(lambda: _cmdline(child.pid) != "" or not is_alive(child.pid), 10.0)
     return child.pid
 
 
@@ -94,13 +97,16 @@ def is_running(pid: int, marker: str) -> bool:
     Use this to *identify* a process before signalling it; to wait for one you
     signalled, use :func:`is_alive` (a dying process's command line is empty).
     """
-    if not is_alive(pid):
-        return False
+    return is_alive(pid) and marker in _cmdline(pid)
+
+
+def _cmdline(pid: int) -> str:
+    """The command line of ``pid``, arguments joined by spaces ("" if gone)."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (FileNotFoundError, ProcessLookupError):
-        return False
-    return marker in cmdline.replace(b"\0", b" ").decode(errors="replace")
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace")
 
 
 def is_alive(pid: int) -> bool:

@@ -63,7 +63,10 @@ def test_rebuild_gives_the_slots_that_linking_gave(tmp_path_factory: pytest.Temp
     idx = np.arange(len(times), dtype=np.int64)
     for s in range(0, len(times), batch):
         a.link(times[s : s + batch], idx[s : s + batch])
-    b.rebuild_chunk(times, idx)
+    half = len(times) // 2
+    b.rebuild_chunk(times[:half], idx[:half])
+    b.rebuild_chunk(times[half:], idx[half:])
+    b.seal_rebuild()
     assert np.array_equal(a.slots, b.slots)
     assert len(a.bad_slots()) == 0
     a.close()
