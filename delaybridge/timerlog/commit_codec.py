@@ -35,6 +35,7 @@ from enum import IntEnum
 from pathlib import Path
 
 from delaybridge.errors import IntegrityError
+from delaybridge.timerlog.errors import InvalidRecord
 from delaybridge.timerlog.records import Headers, TimerRecord
 
 PREFIX = struct.Struct(
@@ -111,7 +112,10 @@ def _encode_topic(topic: str) -> bytes:
 
 
 def encode_batch(records: Sequence[TimerRecord]) -> EncodedBatch:
-    """Encode records: one ``pack``, one join and two CRCs per record, nothing more."""
+    """Encode records: one ``pack``, one join and two CRCs per record, nothing more.
+
+    Raises InvalidRecord (naming the record) if a field does not fit its format.
+    """
     pack_fields = FIELDS.pack
     pack_prefix = PREFIX.pack
     crc32 = zlib.crc32
@@ -126,23 +130,30 @@ def encode_batch(records: Sequence[TimerRecord]) -> EncodedBatch:
     push, push_size, push_hash = out.append, sizes.append, hashes.append
     push_due, push_topic = dues.append, topics.append
     max_offset = -1
-    for rid, due_ms, topic, partition, key, value, headers, offset, ts in records:
-        idb = rid.encode()
-        tb = topic_bytes.get(topic) or _encode_topic(topic)
-        body = join((
-            pack_fields(message, len(idb), len(tb), len(headers), due_ms, offset, ts, partition,
-                        -1 if key is None else len(key), -1 if value is None else len(value)),
-            idb, tb, key or b"", value or b"", encode_headers(headers) if headers else b"",
-        ))
-        size = len(body) + 8
-        push(pack_prefix(size, crc32(body)))
-        push(body)
-        push_size(size)
-        push_hash(crc32(idb))
-        push_due(due_ms)
-        push_topic(topic)
-        if offset > max_offset:
-            max_offset = offset
+    try:  # costs nothing until it catches
+        for rid, due_ms, topic, partition, key, value, headers, offset, ts in records:
+            idb = rid.encode()
+            tb = topic_bytes.get(topic) or _encode_topic(topic)
+            body = join((
+                pack_fields(message, len(idb), len(tb), len(headers), due_ms, offset, ts,
+                            partition, -1 if key is None else len(key),
+                            -1 if value is None else len(value)),
+                idb, tb, key or b"", value or b"", encode_headers(headers) if headers else b"",
+            ))
+            size = len(body) + 8
+            push(pack_prefix(size, crc32(body)))
+            push(body)
+            push_size(size)
+            push_hash(crc32(idb))
+            push_due(due_ms)
+            push_topic(topic)
+            if offset > max_offset:
+                max_offset = offset
+    except (struct.error, OverflowError, AttributeError, TypeError, ValueError) as exc:
+        bad = records[len(sizes)]
+        raise InvalidRecord(
+            f"record {bad.id!r} (source offset {bad.source_offset}) cannot be stored: {exc}"
+        ) from exc
     return EncodedBatch(out, sizes, hashes, dues, topics, max_offset)
 
 

@@ -9,7 +9,7 @@ from conftest import START_MS, crash, drain, rec
 
 from delaybridge.errors import ConfigError
 from delaybridge.timerlog import ManualClock, StoreSettings, TimerStore
-from delaybridge.timerlog.errors import DelayTooLong
+from delaybridge.timerlog.errors import DelayTooLong, InvalidRecord
 
 
 def test_put_and_deliver_at_due_time_never_before(store: TimerStore, clock: ManualClock) -> None:
@@ -175,3 +175,9 @@ def test_segments_are_deleted_once_nothing_pending_references_them(
     after = store.stats()
     assert after.commit_segments == 1 and after.timer_segments == 1
     assert after.bytes_on_disk < before.bytes_on_disk
+
+
+def test_a_record_too_big_for_its_format_is_refused_whole(store: TimerStore) -> None:
+    with pytest.raises(InvalidRecord, match="'x'"):
+        store.append([rec("ok", START_MS + 100), rec("x", START_MS + 100, topic="t" * 70_000)])
+    assert store.stats().appended_total == 0 and store.commit.end == 0
