@@ -21,20 +21,20 @@ topic.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException, Producer
 
 from delaybridge.bridge.deadletter import dead_letter_headers
-from delaybridge.bridge.headers import OUT_ORIGIN, delivered_headers
+from delaybridge.bridge.headers import delivered_headers
 from delaybridge.bridge.partition import Batch, PartitionState
 from delaybridge.bridge.ratelimit import RateLimits
 from delaybridge.bridge.reasons import Reason
@@ -110,8 +110,7 @@ class Deliverer:
                     )
                     if not taken:
                         break
-                    batch = Batch(taken[-1].cursor, len(taken), taken)
-                    batch.on_delivery = functools.partial(self._on_ack, part, batch)
+                    batch = Batch(taken[-1].cursor, len(taken))
                     part.batches.append(batch)
                     part.held.extend((due, batch) for due in taken)
                 produced += self._produce_held(part)
@@ -126,6 +125,7 @@ class Deliverer:
         limits = self._limits
         lateness = self.counters.lateness_ms
         prefix = part.origin_prefix
+        on_ack = self._on_ack
         now_ms = self._clock.now_ms()
         now_s = time.monotonic()
         done = 0
@@ -144,13 +144,15 @@ class Deliverer:
                 rec.headers, rec.id, prefix + str(rec.source_offset), rec.due_ms
             )
             try:
+                # A failed delivery report carries no headers: the callback keeps the record.
+                on_delivery = partial(on_ack, part, batch, due)
                 if rec.target_partition >= 0:
                     produce(
                         rec.target_topic,
                         rec.value,
                         rec.key,
                         rec.target_partition,
-                        on_delivery=batch.on_delivery,
+                        on_delivery=on_delivery,
                         headers=headers,
                     )
                 else:
@@ -158,7 +160,7 @@ class Deliverer:
                         rec.target_topic,
                         rec.value,
                         rec.key,
-                        on_delivery=batch.on_delivery,
+                        on_delivery=on_delivery,
                         headers=headers,
                     )
             except BufferError:
@@ -175,23 +177,22 @@ class Deliverer:
         return done
 
     def _on_ack(
-        self, part: PartitionState, batch: Batch, err: RdKafkaError | None, msg: Any
+        self,
+        part: PartitionState,
+        batch: Batch,
+        due: DueRecord,
+        err: RdKafkaError | None,
+        msg: Any,
     ) -> None:
         """Delivery report of a record produced by :meth:`_produce_held`."""
         self.in_flight -= 1
         if err is None:
             topic_counts = self.counters.delivered
-            topic = msg.topic()
+            topic = due.record.target_topic
             topic_counts[topic] = topic_counts.get(topic, 0) + 1
             part.resolve(batch)
-            return
-        origin = dict(msg.headers() or ()).get(OUT_ORIGIN, b"")
-        due = batch.find(int(origin.rsplit(b"/", 1)[-1] or -1))
-        if due is None:  # cannot happen: every record carries its origin
-            log.error("delivery failed for an unknown record of %s: %s", part.name, err.str())
-            part.resolve(batch)
-            return
-        self._failed(part, due, batch, err, self._clock.now_ms(), 1)
+        else:
+            self._failed(part, due, batch, err, self._clock.now_ms(), 1)
 
     def next_retry_ms(self) -> int | None:
         return self._retries[0].at_ms if self._retries else None

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from delaybridge.bridge.offsets import OffsetTracker
 from delaybridge.timerlog import Clock, DeliveryCursor, DueRecord, StoreSettings, TimerStore
@@ -24,23 +22,10 @@ from delaybridge.timerlog import Clock, DeliveryCursor, DueRecord, StoreSettings
 
 @dataclass(eq=False)
 class Batch:
-    """Records taken from one store in one call; resolved when every record is.
-
-    ``records`` is kept only for the failure path (a record to retry or dead-letter is
-    found again by its source offset); ``on_delivery`` is the one delivery callback all
-    of the batch's records share, so the hot path allocates nothing per record.
-    """
+    """Records taken from one store in one call; resolved when every record is."""
 
     cursor: DeliveryCursor
     outstanding: int
-    records: list[DueRecord] = field(default_factory=list)
-    on_delivery: Callable[[Any, Any], None] | None = None
-
-    def find(self, source_offset: int) -> DueRecord | None:
-        for due in self.records:
-            if due.record.source_offset == source_offset:
-                return due
-        return None
 
 
 @dataclass(eq=False)
