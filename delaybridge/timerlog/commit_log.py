@@ -8,6 +8,7 @@ segment's mmap and check the CRC before decoding. Not thread-safe.
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import zlib
 from collections.abc import Sequence
@@ -63,9 +64,11 @@ class CommitLog:
 
     def read(self, pos: int) -> TimerRecord:
         """The checked, decoded record at ``pos`` (the hot path of delivery)."""
-        if not self._lo <= pos < self._hi:
-            seg, _ = self.log.locate(pos)
-            i = self.log.segments.index(seg)
+        if not self._lo <= pos < self._hi:  # another segment (reads jump around by due time)
+            i = bisect.bisect_right(self.log._bases, pos) - 1
+            if i < 0 or pos >= self.log.end:
+                self.log.locate(pos)  # raises, naming the log and the position
+            seg = self.log.segments[i]
             self._lo, self._hi = seg.base, self.log.segment_end(i)
             self._mm, self._delta, self._path = seg.map(), seg.base - HEADER_SIZE, seg.path
         mm = self._mm
