@@ -21,16 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from delaybridge.bridge.headers import (
-    Cancel,
-    HeaderRules,
-    Rejected,
-    Schedule,
-    SourceRecord,
-    classify,
-)
+from delaybridge.bridge.headers import Cancel, HeaderRules, Schedule, SourceRecord, classify
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -71,48 +64,77 @@ def batch_classifier(
 
 
 def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
-    """One Arrow batch of source rows → one Arrow batch of decisions, row for row."""
+    """One Arrow batch of source rows → one Arrow batch of decisions, row for row.
+
+    The hot loop of the job (one iteration per delay-topic record): headers are read as
+    two flat lists plus offsets rather than one dict per header, and the record's
+    position columns pass through as Arrow arrays without a round trip to Python.
+    """
     import pyarrow as pa
 
-    columns = {name: batch.column(name).to_pylist() for name in _INPUT_COLUMNS}
-    out: dict[str, list[Any]] = {
-        name: [] for name in ("kind", "id", "due_ms", "target_topic", "reason", "detail")
-    }
+    topics = batch.column("topic").to_pylist()
+    partitions = batch.column("partition").to_pylist()
+    offsets = batch.column("offset").to_pylist()
+    timestamps = batch.column("timestamp_ms").to_pylist()
+    keys = batch.column("key").to_pylist()
+    values = batch.column("value").to_pylist()
+    headers = batch.column("headers")
+    # .offsets and .values index the same (unsliced) child array; null lists are empty.
+    bounds = headers.offsets.to_pylist()
+    header_keys = headers.values.field("key").to_pylist()
+    header_values = headers.values.field("value").to_pylist()
+    kinds: list[str] = []
+    ids: list[str | None] = []
+    dues: list[int | None] = []
+    targets: list[str | None] = []
+    reasons: list[str | None] = []
+    details: list[str | None] = []
     for i in range(batch.num_rows):
-        raw_headers = columns["headers"][i] or ()
-        record = SourceRecord(
-            topic=columns["topic"][i],
-            partition=columns["partition"][i],
-            offset=columns["offset"][i],
-            timestamp_ms=columns["timestamp_ms"][i],
-            key=columns["key"][i],
-            value=columns["value"][i],
-            headers=[(h["key"], h["value"]) for h in raw_headers],
+        lo, hi = bounds[i], bounds[i + 1]
+        decision = classify(
+            SourceRecord(
+                topics[i],
+                partitions[i],
+                offsets[i],
+                timestamps[i],
+                keys[i],
+                values[i],
+                list(zip(header_keys[lo:hi], header_values[lo:hi], strict=True)),
+            ),
+            rules,
         )
-        _append(out, classify(record, rules))
+        if isinstance(decision, Schedule):
+            kinds.append(Kind.SCHEDULE.value)
+            ids.append(decision.id)
+            dues.append(decision.due_ms)
+            targets.append(decision.target_topic)
+            reasons.append(None)
+            details.append(None)
+        elif isinstance(decision, Cancel):
+            kinds.append(Kind.CANCEL.value)
+            ids.append(decision.id)
+            dues.append(None)
+            targets.append(decision.target_topic)
+            reasons.append(None)
+            details.append(None)
+        else:
+            kinds.append(Kind.REJECTED.value)
+            ids.append(None)
+            dues.append(None)
+            targets.append(None)
+            reasons.append(decision.reason.value)
+            details.append(decision.detail)
     return pa.RecordBatch.from_pydict(
         {
-            "topic": pa.array(columns["topic"], pa.string()),
-            "partition": pa.array(columns["partition"], pa.int32()),
-            "offset": pa.array(columns["offset"], pa.int64()),
-            "timestamp_ms": pa.array(columns["timestamp_ms"], pa.int64()),
-            "kind": pa.array(out["kind"], pa.string()),
-            "id": pa.array(out["id"], pa.string()),
-            "due_ms": pa.array(out["due_ms"], pa.int64()),
-            "target_topic": pa.array(out["target_topic"], pa.string()),
-            "reason": pa.array(out["reason"], pa.string()),
-            "detail": pa.array(out["detail"], pa.string()),
+            "topic": batch.column("topic").cast(pa.string()),
+            "partition": batch.column("partition").cast(pa.int32()),
+            "offset": batch.column("offset").cast(pa.int64()),
+            "timestamp_ms": batch.column("timestamp_ms").cast(pa.int64()),
+            "kind": pa.array(kinds, pa.string()),
+            "id": pa.array(ids, pa.string()),
+            "due_ms": pa.array(dues, pa.int64()),
+            "target_topic": pa.array(targets, pa.string()),
+            "reason": pa.array(reasons, pa.string()),
+            "detail": pa.array(details, pa.string()),
         }
     )
-
-
-def _append(out: dict[str, list[Any]], decision: Schedule | Cancel | Rejected) -> None:
-    row: tuple[str, str | None, int | None, str | None, str | None, str | None]
-    if isinstance(decision, Schedule):
-        row = (Kind.SCHEDULE.value, decision.id, decision.due_ms, decision.target_topic, None, None)
-    elif isinstance(decision, Cancel):
-        row = (Kind.CANCEL.value, decision.id, None, decision.target_topic, None, None)
-    else:
-        row = (Kind.REJECTED.value, None, None, None, decision.reason.value, decision.detail)
-    for name, value in zip(out, row, strict=True):
-        out[name].append(value)

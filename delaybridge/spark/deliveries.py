@@ -33,45 +33,66 @@ class DeliveryStatus(StrEnum):
 
 def parse_deliveries(rows: DataFrame) -> DataFrame:
     """Kafka-source rows (with ``timestamp_ms``) → ``topic, partition, offset,
-    timestamp_ms, delay_id, origin, header_due_ms, status, problem``."""
+    timestamp_ms, delay_id, origin, header_due_ms, status, problem``.
+
+    Three projections on purpose: the header arrays are extracted once (higher-order
+    functions are interpreted, not compiled, and Spark does not inline a non-cheap
+    alias into several uses), then the scalars, then the verdict.
+    """
     from pyspark.sql import functions as F
 
-    ids = _values(OUT_ID)
-    origins = _values(OUT_ORIGIN)
-    dues = _values(OUT_DUE_MS)
-    delay_id = F.try_element_at(ids, F.lit(1)).cast("string")
-    origin = F.try_element_at(origins, F.lit(1)).cast("string")
-    due_text = F.try_element_at(dues, F.lit(1)).cast("string")
+    keep = ("topic", "partition", "offset", "timestamp_ms")
+    arrays = rows.select(
+        *keep,
+        _values(OUT_ID).alias("ids"),
+        _values(OUT_ORIGIN).alias("origins"),
+        _values(OUT_DUE_MS).alias("dues"),
+    )
+    scalars = arrays.select(
+        *keep,
+        F.size("ids").alias("n_ids"),
+        F.size("dues").alias("n_dues"),
+        F.size("origins").alias("n_origins"),
+        F.try_element_at("ids", F.lit(1)).cast("string").alias("delay_id"),
+        F.try_element_at("origins", F.lit(1)).cast("string").alias("origin"),
+        F.try_element_at("dues", F.lit(1)).cast("string").alias("due_text"),
+    )
+    delay_id, origin, due_text = F.col("delay_id"), F.col("origin"), F.col("due_text")
     problem = (
-        F.when(F.size(ids) > 1, F.lit(f"{OUT_ID} appears more than once"))
+        F.when(F.col("n_ids") > 1, F.lit(f"{OUT_ID} appears more than once"))
         .when(_blank(delay_id), F.lit(f"{OUT_ID} is empty or null"))
         .when(~F.is_valid_utf8(delay_id), F.lit(f"{OUT_ID} is not UTF-8"))
-        .when(F.size(dues) != 1, F.lit(f"{OUT_DUE_MS} missing or repeated"))
+        .when(F.col("n_dues") != 1, F.lit(f"{OUT_DUE_MS} missing or repeated"))
         .when(
-            ~due_text.rlike(r"^[0-9]{1,18}$") | due_text.isNull(),
+            due_text.isNull() | ~due_text.rlike(r"^[0-9]{1,18}$"),
             F.lit(f"{OUT_DUE_MS} is not a decimal number"),
         )
-        .when(F.size(origins) != 1, F.lit(f"{OUT_ORIGIN} missing or repeated"))
+        .when(F.col("n_origins") != 1, F.lit(f"{OUT_ORIGIN} missing or repeated"))
         .when(
-            ~origin.rlike(r"^[A-Za-z0-9._-]+/[0-9]+/[0-9]+$") | origin.isNull(),
+            origin.isNull() | ~origin.rlike(r"^[A-Za-z0-9._-]+/[0-9]+/[0-9]+$"),
             F.lit(f"{OUT_ORIGIN} is not topic/partition/offset"),
         )
     )
+    judged = scalars.select(
+        *keep,
+        "delay_id",
+        "origin",
+        "due_text",
+        "n_ids",
+        F.when(F.col("n_ids") > 0, problem).alias("problem"),
+    )
     status = (
-        F.when(F.size(ids) == 0, F.lit(DeliveryStatus.NO_DELAY_ID.value))
-        .when(problem.isNotNull(), F.lit(DeliveryStatus.MALFORMED.value))
+        F.when(F.col("n_ids") == 0, F.lit(DeliveryStatus.NO_DELAY_ID.value))
+        .when(F.col("problem").isNotNull(), F.lit(DeliveryStatus.MALFORMED.value))
         .otherwise(F.lit(DeliveryStatus.OK.value))
     )
-    return rows.select(
-        "topic",
-        "partition",
-        "offset",
-        "timestamp_ms",
-        delay_id.alias("delay_id"),
-        origin.alias("origin"),
-        F.when(problem.isNull(), due_text.cast("long")).alias("header_due_ms"),
+    return judged.select(
+        *keep,
+        "delay_id",
+        "origin",
+        F.when(F.col("problem").isNull(), due_text.cast("long")).alias("header_due_ms"),
         status.alias("status"),
-        F.when(F.size(ids) > 0, problem).alias("problem"),
+        "problem",
     )
 
 

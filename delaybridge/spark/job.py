@@ -61,7 +61,14 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
     """Reconcile and (if ``settings.output_dir``) write the files; return the report."""
     from delaybridge.spark.decisions import Kind, classify_rows
     from delaybridge.spark.deliveries import parse_deliveries
-    from delaybridge.spark.outcomes import Judgement, aggregate, histogram_of, outcomes
+    from delaybridge.spark.outcomes import (
+        Judgement,
+        aggregate,
+        histogram_of,
+        messages,
+        outcomes,
+        schedules,
+    )
     from delaybridge.spark.sides import delay_summaries, target_counts
     from delaybridge.spark.sources import read_ranges
 
@@ -113,14 +120,16 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
             window_ms=settings.window_ms,
         )
         with steps("join and count"):
-            per_message = outcomes(decisions, deliveries, targets, judgement).persist()
+            scheduled = schedules(decisions).persist()
+            cached.append(scheduled)
+            per_message = outcomes(scheduled, decisions, deliveries, targets, judgement).persist()
             cached.append(per_message)
             rollup = aggregate(per_message)
             windows, per_topic, totals = split_rollup(rollup)
             histogram = histogram_of(rollup)
-            sides = target_counts(deliveries, decisions)
-            delay = delay_summaries(decisions, list(settings.delay_topics), targets)
-            examples = _examples(per_message, deliveries, decisions, settings.examples)
+            sides = target_counts(deliveries, per_message)
+            delay = delay_summaries(decisions, scheduled, list(settings.delay_topics), targets)
+            examples = _examples(messages(per_message), deliveries, decisions, settings.examples)
         exists = {t.topic: t.exists for t in target_ranges}
         report = Report(
             as_of_ms=as_of_ms,
@@ -160,6 +169,7 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
 def _write(report: Report, per_message: DataFrame, settings: ReconcileSettings) -> None:
     from pyspark.sql import functions as F
 
+    from delaybridge.spark.outcomes import messages
     from delaybridge.spark.output import PROBLEMS_DIR, write_report_files
 
     assert settings.output_dir is not None
@@ -167,9 +177,9 @@ def _write(report: Report, per_message: DataFrame, settings: ReconcileSettings) 
     any_problem = F.lit(False)
     for kind in EXAMPLE_KINDS:
         any_problem = any_problem | (F.col(kind) == 1)
-    per_message.where(any_problem).coalesce(1).write.mode("overwrite").parquet(
-        str(out.resolve() / PROBLEMS_DIR)
-    )
+    messages(per_message).where(any_problem).drop("unmatched", "d_topic").coalesce(1).write.mode(
+        "overwrite"
+    ).parquet(str(out.resolve() / PROBLEMS_DIR))
     write_report_files(report, out, chart=settings.chart)
 
 

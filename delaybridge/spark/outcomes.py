@@ -3,8 +3,9 @@
 Inputs are the decision rows of the delay topics (:mod:`.decisions`) and the parsed
 target-topic rows (:mod:`.deliveries`). Steps:
 
-1. **Schedules**, one per id: the first schedule record of an id (by timestamp, then
-   topic/partition/offset) wins; later ones are *resent* copies.
+1. **Schedules** (:func:`schedules`, cached by the caller), one per id: the first
+   schedule record of an id (by timestamp, then topic/partition/offset) wins; later
+   ones are *resent* copies.
 2. **Cancels** match a schedule by id (and by target topic when the cancel names one,
    as :func:`~delaybridge.bridge.headers.classify` documents); the earliest matching
    cancel counts. A cancel before the due time cancels; one at or after it came too late.
@@ -94,12 +95,21 @@ def matched_cancels(decisions: DataFrame, scheduled: DataFrame) -> DataFrame:
 
 
 def outcomes(
-    decisions: DataFrame, deliveries: DataFrame, targets: list[str], judgement: Judgement
+    scheduled: DataFrame,
+    decisions: DataFrame,
+    deliveries: DataFrame,
+    targets: list[str],
+    judgement: Judgement,
 ) -> DataFrame:
-    """Steps 1–4 for the schedules bound for ``targets``: one row per message."""
+    """Steps 2–4 for the schedules (step 1's output) bound for ``targets``.
+
+    One row per message, plus one row per *unmatched* delivery group (a well-formed
+    ``delay-id`` no schedule has): a full outer join finds both in one shuffle. Those
+    rows have a null ``id``, ``unmatched = 1`` and every other flag 0; ``messages``
+    filters them out again.
+    """
     from pyspark.sql import functions as F
 
-    scheduled = schedules(decisions)
     first_cancel = (
         matched_cancels(decisions, scheduled)
         .where("matched")
@@ -117,11 +127,18 @@ def outcomes(
         .join(
             delivered,
             (F.col("id") == F.col("d_id")) & (F.col("target_topic") == F.col("d_topic")),
-            "left",
+            "full_outer",
         )
         .withColumn("deliveries", F.coalesce("deliveries", F.lit(0)))
     )
     return _flag(joined, judgement)
+
+
+def messages(per_message: DataFrame) -> DataFrame:
+    """Only the scheduled messages of :func:`outcomes` (not the unmatched deliveries)."""
+    from pyspark.sql import functions as F
+
+    return per_message.where(F.col("id").isNotNull())
 
 
 def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
@@ -148,6 +165,8 @@ def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
     }
     window = F.floor(due_ms / F.lit(j.window_ms)).cast("long") * F.lit(j.window_ms)
     return rows.select(
+        F.col("id").isNull().cast("int").alias("unmatched"),
+        "d_topic",
         "id",
         "topic",
         "partition",
@@ -180,7 +199,8 @@ def aggregate(per_message: DataFrame) -> list[dict[str, object]]:
     bucket = F.when(lateness.isNotNull(), bucket)
     buckets = range(len(LATENESS_EDGES_MS) + 1)
     rows = (
-        per_message.rollup("target_topic", "window_start_ms")
+        messages(per_message)
+        .rollup("target_topic", "window_start_ms")
         .agg(
             F.grouping_id().alias("grouping"),
             F.count(F.lit(1)).alias("sent"),

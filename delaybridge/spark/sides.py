@@ -13,24 +13,21 @@ from typing import TYPE_CHECKING
 
 from delaybridge.spark.decisions import Kind
 from delaybridge.spark.deliveries import DeliveryStatus
-from delaybridge.spark.outcomes import matched_cancels, schedules
+from delaybridge.spark.outcomes import matched_cancels
 from delaybridge.spark.report import DelaySummary
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def target_counts(deliveries: DataFrame, decisions: DataFrame) -> dict[str, dict[str, int]]:
-    """``{topic: {records, no_delay_id, malformed, unmatched}}`` for topics with records."""
+def target_counts(deliveries: DataFrame, per_message: DataFrame) -> dict[str, dict[str, int]]:
+    """``{topic: {records, no_delay_id, malformed, unmatched}}`` for topics with records.
+
+    ``unmatched`` comes from the unmatched rows of :func:`~.outcomes.outcomes`, so no
+    second join of deliveries against schedules is needed.
+    """
     from pyspark.sql import functions as F
 
-    scheduled = schedules(decisions).select(
-        F.col("id").alias("delay_id"), F.col("target_topic").alias("topic")
-    )
-    ok = deliveries.where(F.col("status") == DeliveryStatus.OK.value)
-    unmatched = ok.join(scheduled, ["delay_id", "topic"], "left_anti").select(
-        "topic", F.lit("unmatched").alias("metric")
-    )
     status = F.col("status")
     per_record = deliveries.select(
         "topic",
@@ -42,6 +39,9 @@ def target_counts(deliveries: DataFrame, decisions: DataFrame) -> dict[str, dict
             )
         ).alias("metric"),
     ).where(F.col("metric").isNotNull())
+    unmatched = per_message.where(F.col("unmatched") == 1).select(
+        F.col("d_topic").alias("topic"), F.lit("unmatched").alias("metric")
+    )
     result: dict[str, dict[str, int]] = {}
     for row in per_record.unionByName(unmatched).groupBy("topic", "metric").count().collect():
         counts = result.setdefault(
@@ -52,7 +52,7 @@ def target_counts(deliveries: DataFrame, decisions: DataFrame) -> dict[str, dict
 
 
 def delay_summaries(
-    decisions: DataFrame, delay_topics: list[str], targets: list[str]
+    decisions: DataFrame, scheduled: DataFrame, delay_topics: list[str], targets: list[str]
 ) -> list[DelaySummary]:
     """One :class:`DelaySummary` per delay topic, in the order given (one Spark job)."""
     from pyspark.sql import functions as F
@@ -64,7 +64,6 @@ def delay_summaries(
         .otherwise(F.col("kind"))
         .alias("metric"),
     ).agg(F.count(F.lit(1)).alias("n"))
-    scheduled = schedules(decisions)
     resent = scheduled.groupBy("topic").agg(
         F.lit("resent").alias("metric"), F.sum(F.col("copies") - 1).alias("n")
     )

@@ -72,3 +72,28 @@ def test_the_classifier_streams_batches() -> None:
     out = list(batch_classifier(RULES)(iter(batches)))
     assert [b.num_rows for b in out] == [1, 0]
     assert out[1].schema == out[0].schema
+
+
+def test_sliced_batches_and_null_header_lists_keep_rows_aligned() -> None:
+    batch = _batch(
+        [
+            {"headers": [("delay-cancel", b"first")]},
+            {"headers": [("delay-cancel", b"second"), ("x", None)]},
+            {"key": None, "headers": []},
+            {"headers": [("delay-cancel", b"fourth")]},
+        ]
+    )
+    # Spark may hand over a slice of a larger batch, and a record without headers.
+    nulled = batch.set_column(
+        6,
+        "headers",
+        pa.array([[], [{"key": "delay-cancel", "value": b"second"}], None, []], HEADERS),
+    )
+    out = classify_batch(nulled.slice(1, 3), RULES).to_pylist()
+    assert [(row["offset"], row["kind"], row["id"]) for row in out] == [
+        (1, "cancel", "second"),
+        (2, "rejected", None),
+        (3, "rejected", None),
+    ]
+    out = classify_batch(batch.slice(1, 3), RULES).to_pylist()
+    assert [row["id"] for row in out] == ["second", None, "fourth"]
