@@ -177,39 +177,62 @@ def check(buf: Buffer, offset: int, limit: int, path: Path, file_offset: int) ->
 
 _unpack_fields = FIELDS.unpack_from
 _FIELDS_SIZE = FIELDS.size
+assert _FIELDS_SIZE + PREFIX.size == FIXED_SIZE
 _MESSAGE = int(RecordType.MESSAGE)
 _topic_names: dict[bytes, str] = {}
 
 
-def decode(body: bytes, path: Path, file_offset: int) -> TimerRecord:
-    """Decode one record from ``body`` (the bytes after the prefix, CRC already checked)."""
-    try:
-        (kind, id_len, topic_len, n_headers, due_ms, source_offset, source_ts, partition,
-         key_len, value_len) = _unpack_fields(body)
-        if kind != _MESSAGE:
-            raise IntegrityError(f"{path}: offset {file_offset}: unknown record type {kind}")
-        o = _FIELDS_SIZE + id_len
-        rid = body[_FIELDS_SIZE:o].decode()
-        tb = body[o : o + topic_len]
-        topic = _topic_names.get(tb)
-        if topic is None:
-            if len(_topic_names) > 10_000:
-                _topic_names.clear()
-            topic = _topic_names[tb] = tb.decode()
-        o += topic_len
-        key = None
-        if key_len >= 0:
-            key = body[o : o + key_len]
-            o += key_len
-        value = None
-        if value_len >= 0:
-            value = body[o : o + value_len]
-            o += value_len
-        headers: Headers = _decode_headers(body, o, n_headers) if n_headers else ()
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise IntegrityError(f"{path}: offset {file_offset}: malformed record: {exc}") from exc
-    return _new(TimerRecord, (rid, due_ms, topic, partition, key, value, headers, source_offset,
-                              source_ts))
+def decode_many(maps: Sequence[bytes | mmap.mmap], paths: Sequence[Path], segs: Sequence[int],
+                offsets: Sequence[int]) -> list[TimerRecord]:
+    """Check and decode the records at ``maps[segs[i]][offsets[i]]``, in that order.
+
+    The one decoder of the format (delivery reads thousands per call, so the loop is
+    written out flat). Any damage raises IntegrityError naming the file and offset.
+    """
+    out: list[TimerRecord] = []
+    add = out.append
+    unpack_prefix, unpack_fields, crc32, new = PREFIX.unpack_from, _unpack_fields, zlib.crc32, _new
+    topic_names = _topic_names
+    fs, message = _FIELDS_SIZE, _MESSAGE
+    for s, off in zip(segs, offsets, strict=True):
+        mm = maps[s]
+        try:
+            length, crc = unpack_prefix(mm, off)
+            body = mm[off + 8 : off + length]
+            if crc32(body) != crc or length < FIXED_SIZE:
+                check(mm, off, len(mm), paths[s], off)  # raises, with the reason
+            (kind, id_len, topic_len, n_headers, due_ms, source_offset, source_ts, partition,
+             key_len, value_len) = unpack_fields(body)
+            if kind != message:
+                raise IntegrityError(f"{paths[s]}: offset {off}: unknown record type {kind}")
+            o = fs + id_len
+            rid = body[fs:o].decode()
+            tb = body[o : o + topic_len]
+            topic = topic_names.get(tb)
+            if topic is None:
+                if len(topic_names) > 10_000:
+                    topic_names.clear()
+                topic = topic_names[tb] = tb.decode()
+            o += topic_len
+            key = None
+            if key_len >= 0:
+                key = body[o : o + key_len]
+                o += key_len
+            value = None
+            if value_len >= 0:
+                value = body[o : o + value_len]
+                o += value_len
+            headers: Headers = _decode_headers(body, o, n_headers) if n_headers else ()
+        except (struct.error, UnicodeDecodeError) as exc:
+            raise IntegrityError(f"{paths[s]}: offset {off}: malformed record: {exc}") from exc
+        add(new(TimerRecord, (rid, due_ms, topic, partition, key, value, headers,
+                              source_offset, source_ts)))
+    return out
+
+
+def decode(buf: bytes | mmap.mmap, offset: int, path: Path) -> TimerRecord:
+    """Check and decode the one record at ``offset`` of ``buf``."""
+    return decode_many((buf,), (path,), (0,), (offset,))[0]
 
 
 def _decode_headers(body: bytes, o: int, n_headers: int) -> Headers:

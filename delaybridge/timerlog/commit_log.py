@@ -8,9 +8,6 @@ segment's mmap and check the CRC before decoding. Not thread-safe.
 
 from __future__ import annotations
 
-import bisect
-import mmap
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,9 +19,6 @@ from delaybridge.timerlog.records import TimerRecord
 from delaybridge.timerlog.segments import SegmentedLog
 from delaybridge.wheel.file_header import HEADER_SIZE, FileKind
 
-unpack_prefix = codec.PREFIX.unpack_from
-crc32 = zlib.crc32
-
 DUE_OFFSET = codec.PREFIX.size + 8  # due_ms inside a record, for rolls
 SOURCE_OFFSET_OFFSET = DUE_OFFSET + 8
 
@@ -34,9 +28,6 @@ class CommitLog:
 
     def __init__(self, directory: Path, segment_bytes: int) -> None:
         self.log = SegmentedLog(directory, FileKind.COMMIT_LOG, "clog", 0, segment_bytes)
-        self._lo = self._hi = self._delta = 0
-        self._mm: mmap.mmap | bytes = b""
-        self._path = directory
 
     def open(self, end: int) -> None:
         self.log.open(end)
@@ -63,25 +54,24 @@ class CommitLog:
         return mm[off : off + length]
 
     def read(self, pos: int) -> TimerRecord:
-        """The checked, decoded record at ``pos`` (the hot path of delivery)."""
-        if not self._lo <= pos < self._hi:  # another segment (reads jump around by due time)
-            i = bisect.bisect_right(self.log._bases, pos) - 1
-            if i < 0 or pos >= self.log.end:
-                self.log.locate(pos)  # raises, naming the log and the position
-            seg = self.log.segments[i]
-            self._lo, self._hi = seg.base, self.log.segment_end(i)
-            self._mm, self._delta, self._path = seg.map(), seg.base - HEADER_SIZE, seg.path
-        mm = self._mm
-        off = pos - self._delta
-        length, crc = unpack_prefix(mm, off)
-        body = mm[off + 8 : off + length]
-        if crc32(body) != crc or length < codec.FIXED_SIZE:
-            codec.check(mm, off, len(mm), self._path, off)  # raises with the detail
-        return codec.decode(body, self._path, off)
+        """The checked, decoded record at ``pos``."""
+        seg, off = self.log.locate(pos)
+        return codec.decode(seg.map(), off, seg.path)
 
-    def forget_maps(self) -> None:
-        """Segments were added or deleted: drop the cached reading position."""
-        self._lo = self._hi = 0
+    def read_many(self, positions: npt.NDArray[np.int64]) -> list[TimerRecord]:
+        """The checked, decoded records at ``positions``, in that order (delivery's path)."""
+        if len(positions) == 0:
+            return []
+        bases = np.asarray(self.log._bases, dtype=np.int64)
+        segs = np.searchsorted(bases, positions, side="right") - 1
+        if int(segs.min()) < 0 or int(positions.max()) >= self.log.end:
+            bad = positions[(segs < 0) | (positions >= self.log.end)][0]
+            self.log.locate(int(bad))  # raises, naming the log and the position
+        segments = self.log.segments
+        maps = [s.map() for s in segments]
+        paths = [s.path for s in segments]
+        offsets = positions - bases[segs] + HEADER_SIZE
+        return codec.decode_many(maps, paths, segs.tolist(), offsets.tolist())
 
     def verify(self, start: int, stop: int) -> int:
         """Check every record in ``[start, stop)``; returns how many. For ``inspect``."""
@@ -103,7 +93,6 @@ class CommitLog:
         self.log.sync()
 
     def delete_before(self, pos: int) -> int:
-        self.forget_maps()
         return self.log.delete_before(pos)
 
     def close(self) -> None:

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
+import numpy.typing as npt
 
 from delaybridge.timerlog import lists
 from delaybridge.timerlog.cancels import CancelBook
@@ -38,6 +40,8 @@ from delaybridge.timerlog.timer_log import TimerLog
 from delaybridge.wheel import TimingWheel
 
 ROLL = int(EntryType.ROLL)
+new_due = partial(tuple.__new__, DueRecord)
+new_cursor = partial(tuple.__new__, DeliveryCursor)
 WHOLE_TICK = (1 << 62) - 1
 """Ordinal meaning "this tick's list was read to its end"."""
 WINDOW_ENTRIES = 1 << 16
@@ -69,6 +73,7 @@ class Reader:
         self._pos = 0
         self._hint: int | None = None
         self._hint_valid = False
+        self._rolls: tuple[list[int], list[int], int] | None = None
 
     @property
     def tick(self) -> int:
@@ -107,9 +112,7 @@ class Reader:
         out: list[DueRecord] = []
         now_tick = now_ms // self.tick_ms * self.tick_ms
         applied = self.cancels.applied
-        read = self.clog.read
-        add = out.append
-        new = tuple.__new__
+        read_many = self.clog.read_many
         half_window = self.wheel.n_slots // 2 * self.tick_ms
         while len(out) < max_records:
             w, p = self._w, self._pos
@@ -121,52 +124,87 @@ class Reader:
                 if not self._reload(limit):
                     break
                 continue
-            # One flat pass over the window: no per-tick work in Python.
+            # One flat pass over the window: no per-tick work in Python. Records are
+            # read in one batch per pass (read_many), after the entries are sorted out.
             stop = min(n, p + max_records - len(out))
-            idx, cls = w.idx[p:stop].tolist(), w.cl[p:stop].tolist()
+            idx = w.idx[p:stop].tolist()
             ticks, ords = w.tick_of[p:stop].tolist(), w.ordinal[p:stop].tolist()
             kinds = w.kind[p:stop]
             has_rolls = bool((kinds == ROLL).any())
-            roll_idx: list[int] = []
-            roll_cl: list[int] = []
-            roll_tick = 0
             tick_limit = self.done.tick_ms + half_window
-            q, end = 0, stop - p
-            while q < end:
-                k = idx[q]
-                if roll_idx and ticks[q] != roll_tick:
-                    break  # flush rolls before reading the next tick (they may land there)
-                if ticks[q] > tick_limit and (out or self.inflight):
-                    break  # keep room in the wheel while messages are in flight
-                if k in applied:
-                    del applied[k]
-                    self.cancelled_skipped += 1
-                elif has_rolls and kinds[q] == ROLL:
-                    if self.inflight or out:
-                        break
-                    roll_idx.append(k)
-                    roll_cl.append(cls[q])
-                    roll_tick = ticks[q]
-                    self.done = DeliveryCursor(roll_tick, ords[q])
-                else:
-                    add(new(DueRecord, (read(cls[q]), new(DeliveryCursor, (ticks[q], ords[q])))))
-                q += 1
+            take: slice | list[int]
+            if (not has_rolls and ticks[-1] <= tick_limit
+                    and (not applied or applied.keys().isdisjoint(idx))):
+                take, q = slice(p, stop), stop - p  # the common case: all deliverable
+            else:
+                take, q = self._sort_out(w, p, stop, idx, ticks, ords, kinds, has_rolls,
+                                         tick_limit, bool(out or self.inflight))
+            if isinstance(take, slice):
+                cl, t_list, o_list = w.cl[take], ticks, ords
+            else:
+                cl = w.cl[p + np.asarray(take, dtype=np.int64)]
+                t_list, o_list = [ticks[j] for j in take], [ords[j] for j in take]
+            recs = read_many(cl)
+            # map/zip/partial keep the per-record construction in C.
+            cursors = map(new_cursor, zip(t_list, o_list, strict=True))
+            out += map(new_due, zip(recs, cursors, strict=True))
             self._pos = p + q
-            if roll_idx:
+            if self._rolls:
+                roll_idx, roll_cl, roll_tick = self._rolls
+                self._rolls = None
                 # Copies may land anywhere after the roll's tick, even on ticks the
                 # window already covers: read on from the roll's tick after them.
                 if w.end_tick > roll_tick:
                     keep = int(np.searchsorted(w.ticks, roll_tick, side="right"))
                     self._w = w.cut(keep, roll_tick)
                 self._write_rolls(roll_idx, roll_cl, roll_tick)
-            elif q < end:
-                break  # a roll waits for the in-flight messages
+            elif q < stop - p:
+                break  # a roll or the half-window limit waits for in-flight messages
         if out:
             self.handed = out[-1].cursor
             self.inflight.append(out)
         elif not self.inflight:
             self.done = max(self.done, self._read_position())
         return out
+
+    def _sort_out(self, w: lists.Window, p: int, stop: int, idx: list[int], ticks: list[int],
+                  ords: list[int], kinds: npt.NDArray[np.int8], has_rolls: bool,
+                  tick_limit: int, busy: bool) -> tuple[list[int], int]:
+        """Walk entries ``p..stop`` one by one: skip cancelled ones, gather rolls.
+
+        Returns (offsets in the pass of the messages to deliver, entries consumed).
+        Stops before a ROLL while anything is in flight (``busy``), before the tick
+        after a gathered roll, and past the half-window limit while busy.
+        """
+        applied = self.cancels.applied
+        take: list[int] = []
+        roll_idx: list[int] = []
+        roll_cl: list[int] = []
+        roll_tick = 0
+        cls = w.cl
+        q, end = 0, stop - p
+        while q < end:
+            k = idx[q]
+            if roll_idx and ticks[q] != roll_tick:
+                break  # flush rolls before reading the next tick (they may land there)
+            if ticks[q] > tick_limit and (busy or take):
+                break  # keep room in the wheel while messages are in flight
+            if k in applied:
+                del applied[k]
+                self.cancelled_skipped += 1
+            elif has_rolls and kinds[q] == ROLL:
+                if busy or take:
+                    break
+                roll_idx.append(k)
+                roll_cl.append(int(cls[p + q]))
+                roll_tick = ticks[q]
+                self.done = DeliveryCursor(roll_tick, ords[q])
+            else:
+                take.append(q)
+            q += 1
+        if roll_idx:
+            self._rolls = (roll_idx, roll_cl, roll_tick)
+        return take, q
 
     def commit(self, cursor: DeliveryCursor) -> list[DueRecord]:
         """Mark everything up to ``cursor`` delivered; returns the delivered records."""
