@@ -1,13 +1,9 @@
 """TimerStore: commit log + timer log + time wheel for one delay-topic partition.
 
-Write path (``append``): encode the batch into one buffer and write it to the
-commit log (one ``pwrite``); place every message in the wheel (its due tick, or a
-roll slot when it lies beyond the window); link the batch's timer-log entries to
-their slots with a few numpy operations; write the entries (one ``pwrite``). No
-per-message state stays in memory.
-
-Read path (``take_due``): see :mod:`reader`. Cancel and lookup scan the live timer
-log's ``id_hash`` column with numpy and confirm candidates against the commit log.
+The facade over :mod:`writer` (append: batch-encoded, placed and linked with
+numpy, two ``pwrite`` calls), :mod:`reader` (take_due in bounded batches) and the
+cancel book; no per-message state stays in memory. Cancel and lookup scan the live
+timer log's ``id_hash`` column and confirm candidates on the commit log.
 
 Durability: ``flush`` fsyncs the logs, then atomically replaces the checkpoint;
 recovery (:mod:`recovery`) returns the store to exactly that checkpoint.
@@ -26,19 +22,17 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from delaybridge.timerlog import timer_codec
 from delaybridge.timerlog.checkpoint import Checkpoint
 from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock
 from delaybridge.timerlog.commit_codec import encode_batch
-from delaybridge.timerlog.commit_log import DUE_OFFSET
 from delaybridge.timerlog.errors import DelayTooLong
-from delaybridge.timerlog.placement import place
 from delaybridge.timerlog.reader import Reader
 from delaybridge.timerlog.records import DeliveryCursor, DueRecord, TimerRecord
 from delaybridge.timerlog.recovery import Opened, recover
 from delaybridge.timerlog.settings import StoreSettings
 from delaybridge.timerlog.stats import StoreStats
 from delaybridge.timerlog.timer_codec import EntryType
+from delaybridge.timerlog.writer import Writer
 
 I64 = npt.NDArray[np.int64]
 LIVE_RECOMPUTE_MS = 5_000
@@ -72,8 +66,10 @@ class TimerStore:
         self._rolled = ck.rolled_total
         self._pending: Counter[str] = Counter(ck.pending_by_topic)
         done = DeliveryCursor(ck.done_tick_ms, ck.done_index)
+        self.writer = Writer(self.commit, self.timer, self.wheel, settings)
         self.reader = Reader(self.timer, self.commit, self.wheel, self.cancels,
                              settings.tick_ms, done, self._write_rolls)
+        self.writer.reader = self.reader
         self._closed = False
 
     @classmethod
@@ -111,41 +107,18 @@ class TimerStore:
                 f"{late} ms, above max_delay_ms={self.settings.max_delay_ms}"
             )
         cl_pos = self.commit.append_encoded(enc.parts, enc.sizes)
-        slot, kinds = self._place(due, self.reader.done.tick_ms, EntryType.MESSAGE)
-        first = self._link_and_write(slot, kinds, np.array(enc.id_hashes, dtype=np.uint32),
-                                     cl_pos)
+        slot, kinds = self.writer.place(due, self.reader.done.tick_ms, EntryType.MESSAGE)
+        first = self.writer.link_and_write(slot, kinds, np.array(enc.id_hashes, np.uint32),
+                                           cl_pos)
         self._appended += n
         self._pending.update(enc.topics)
         self._last_source_offset = max(self._last_source_offset, enc.max_source_offset)
         if self.cancels.waiting:
             self._apply_waiting(records, first, slot)
 
-    def _place(self, due: I64, floor_tick_ms: int, kind: EntryType) -> tuple[I64, I64]:
-        slot, kinds = place(due, read_tick_ms=self.reader.tick, floor_tick_ms=floor_tick_ms,
-                            tick_ms=self.settings.tick_ms, window_ms=self.settings.window_ms,
-                            kind=kind)
-        return slot, kinds.astype(np.int64)
-
-    def _link_and_write(self, slot: I64, kinds: I64, hashes: npt.NDArray[np.uint32],
-                        cl_pos: I64) -> int:
-        first = self.timer.end
-        indexes = np.arange(first, first + len(slot), dtype=np.int64)
-        prev = self.wheel.link(slot, indexes)
-        entries = timer_codec.build(hashes, prev, slot, cl_pos, kinds.astype(np.uint64))
-        self.timer.append(entries)
-        self.reader.placed(int(slot.min()))
-        return first
-
     def _write_rolls(self, indexes: list[int], cl_positions: list[int], floor_tick_ms: int) -> None:
-        """Copy rolled messages forward and place them again (called by the reader)."""
-        raws = [self.commit.raw(p) for p in cl_positions]
-        due = np.fromiter((int.from_bytes(r[DUE_OFFSET : DUE_OFFSET + 8], "little", signed=True)
-                           for r in raws), np.int64, len(raws))
-        hashes = np.fromiter((self.timer.entry(k)[0] for k in indexes), np.uint32, len(indexes))
-        cl_pos = self.commit.append_encoded(raws, [len(r) for r in raws])
-        slot, kinds = self._place(due, floor_tick_ms, EntryType.ROLLED)
-        self._link_and_write(slot, kinds, hashes, cl_pos)
-        self._rolled += len(raws)
+        """Copy rolled messages forward (called by the reader, see writer.copy_forward)."""
+        self._rolled += self.writer.copy_forward(indexes, cl_positions, floor_tick_ms)
 
     # -- cancel and lookup ------------------------------------------------------
     def cancel(self, ids: Sequence[tuple[str, str | None]]) -> list[bool]:
@@ -192,18 +165,7 @@ class TimerStore:
         self._unknown_cancels += self.cancels.expire(now)
 
     def _scan(self, hashes: set[int]) -> dict[int, list[tuple[int, int, int]]]:
-        """Live entries whose id hash is in ``hashes``: hash -> [(index, slot, cl_pos)]."""
-        found: dict[int, list[tuple[int, int, int]]] = {}
-        if not hashes:
-            return found
-        wanted = np.fromiter(hashes, np.uint32, len(hashes))
-        for first, entries in self.timer.chunks(self._live_start, self.timer.end, check=False):
-            for row in np.flatnonzero(np.isin(entries["id_hash"], wanted)):
-                e = entries[row]
-                cl = int(e["cl_word"]) & timer_codec.POS_MASK
-                found.setdefault(int(e["id_hash"]), []).append(
-                    (first + int(row), int(e["slot_ms"]), cl))
-        return found
+        return self.timer.find_ids(self._live_start, hashes)
 
     def lookup(self, id: str) -> TimerRecord | None:
         """The pending message with this id, or None. Scans the live timer log."""

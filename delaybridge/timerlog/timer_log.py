@@ -164,6 +164,24 @@ class TimerLog:
             yield first, entries
         self.log.release_pages()
 
+    def find_ids(self, start: int, hashes: set[int]) -> dict[int, list[tuple[int, int, int]]]:
+        """Entries from ``start`` whose id hash is in ``hashes``.
+
+        Returns hash -> [(index, slot_ms, commit-log position)]: one vectorised
+        ``np.isin`` per 8 MiB chunk; callers confirm each candidate on its record.
+        """
+        found: dict[int, list[tuple[int, int, int]]] = {}
+        if not hashes:
+            return found
+        wanted = np.fromiter(hashes, np.uint32, len(hashes))
+        for first, entries in self.chunks(start, self.end, check=False):
+            for row in np.flatnonzero(np.isin(entries["id_hash"], wanted)):
+                e = entries[row]
+                cl = int(e["cl_word"]) & codec.POS_MASK
+                found.setdefault(int(e["id_hash"]), []).append(
+                    (first + int(row), int(e["slot_ms"]), cl))
+        return found
+
     def sync(self) -> None:
         self.log.sync()
 
