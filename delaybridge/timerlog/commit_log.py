@@ -21,6 +21,7 @@ from delaybridge.wheel.file_header import HEADER_SIZE, FileKind
 
 DUE_OFFSET = codec.PREFIX.size + 8  # due_ms inside a record, for rolls
 SOURCE_OFFSET_OFFSET = DUE_OFFSET + 8
+RELEASE_EVERY_RECORDS = 1 << 18  # ~64 MiB of 250-byte records
 
 
 class CommitLog:
@@ -28,6 +29,7 @@ class CommitLog:
 
     def __init__(self, directory: Path, segment_bytes: int) -> None:
         self.log = SegmentedLog(directory, FileKind.COMMIT_LOG, "clog", 0, segment_bytes)
+        self._read_since_release = 0
 
     def open(self, end: int) -> None:
         self.log.open(end)
@@ -71,7 +73,13 @@ class CommitLog:
         maps = [s.map() for s in segments]
         paths = [s.path for s in segments]
         offsets = positions - bases[segs] + HEADER_SIZE
-        return codec.decode_many(maps, paths, segs.tolist(), offsets.tolist())
+        out = codec.decode_many(maps, paths, segs.tolist(), offsets.tolist())
+        # Mapped pages count in RSS: let them go every ~64 MiB of records read.
+        self._read_since_release += len(out)
+        if self._read_since_release >= RELEASE_EVERY_RECORDS:
+            self._read_since_release = 0
+            self.log.release_pages()
+        return out
 
     def verify(self, start: int, stop: int) -> int:
         """Check every record in ``[start, stop)``; returns how many. For ``inspect``."""
