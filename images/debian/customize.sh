@@ -39,3 +39,6 @@ mkdir -p "$rootfs/usr/share/man/man1"
 # The container's hostname and resolver come from the engine at run time.
 : >"$rootfs/etc/hostname"
 : >"$rootfs/etc/resolv.conf"
+# The rootfs directory came from mktemp -d (mode 0700), and the image's / inherits its
+# mode: without this, no non-root user (the sidecar runs as uid 10001) can exec anything.
+chmod 0755 "$rootfs"
