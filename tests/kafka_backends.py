@@ -36,6 +36,7 @@ OWNER_LABEL = "org.delaybridge.test.owner-pid"
 
 START_TIMEOUT_S = 180.0
 READY_TIMEOUT_S = 30.0
+ENGINE_TIMEOUT_S = 180
 
 
 class BackendUnavailable(Exception):
@@ -175,7 +176,7 @@ def start_container(timeout_s: float = START_TIMEOUT_S) -> KafkaCluster:
         raise BackendUnavailable(f"testcontainers is not installed: {exc}") from exc
     engine = os.environ.get("DOCKER_HOST", "the default Docker socket")
     try:
-        client = DockerClient().client
+        client = DockerClient(timeout=ENGINE_TIMEOUT_S).client
         client.ping()
     except Exception as exc:
         raise BackendUnavailable(
@@ -184,7 +185,12 @@ def start_container(timeout_s: float = START_TIMEOUT_S) -> KafkaCluster:
     _reap_leftovers(client)
     image = kafka_image(client)
     port = free_port()
-    container = DockerContainer(image, labels={OWNER_LABEL: str(os.getpid())})
+    # Removing a container deletes its whole vfs copy of the image; on a busy machine
+    # that outlasts docker-py's default 60 s API timeout.
+    container = DockerContainer(
+        image, docker_client_kw={"timeout": ENGINE_TIMEOUT_S},
+        labels={OWNER_LABEL: str(os.getpid())},
+    )
     container.with_envs(**kraft_env(port))
     # Published on loopback only, same number inside and out, so the advertised
     # address works from the host (testcontainers' with_bind_ports cannot name an IP).
