@@ -251,3 +251,22 @@ def now_ms() -> int:
 def iter_chunks(n: int, size: int) -> Iterator[range]:
     for start in range(0, n, size):
         yield range(start, min(n, start + size))
+
+
+def native(target: str, id: str, *timing: tuple[str, str]) -> list[tuple[str, str | bytes | None]]:
+    """Native headers for one delayed message: target, timing header(s), delay-id."""
+    return [("delay-target-topic", target), *timing, ("delay-id", id)]
+
+
+def send(
+    bootstrap: str,
+    topic: str,
+    headers: list[tuple[str, str | bytes | None]],
+    *,
+    key: bytes | None = b"k",
+    value: bytes | None = b"v",
+    partition: int | None = None,
+) -> int:
+    """Produce one record and wait for its ack; returns its offset."""
+    (offset,) = produce(bootstrap, topic, [(key, value, headers)], partition)
+    return offset

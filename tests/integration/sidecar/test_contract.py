@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from tests.integration.sidecar.harness import InProcessSidecar, Topics, Watcher, now_ms, produce
+from tests.integration.sidecar.harness import (
+    InProcessSidecar,
+    Topics,
+    Watcher,
+    native,
+    now_ms,
+    produce,
+    send,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -122,21 +130,11 @@ def test_bad_input_goes_to_dead_letter_topic(
     ]
     (offset,) = produce(kafka.bootstrap_servers, topics.delay, [(b"bad", b"payload", headers)], 0)
     # A good record behind it proves the partition is not blocked.
-    produce(
+    send(
         kafka.bootstrap_servers,
         topics.delay,
-        [
-            (
-                b"ok",
-                b"ok",
-                [
-                    ("delay-target-topic", topics.targets[0]),
-                    ("delay-ms", "1"),
-                    ("delay-id", "after-bad"),
-                ],
-            )
-        ],
-        0,
+        native(topics.targets[0], "after-bad", ("delay-ms", "1")),
+        partition=0,
     )
     watcher.until(
         lambda a: (
@@ -156,20 +154,10 @@ def test_past_due_delivered_at_once(
     kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher
 ) -> None:
     t = now_ms()
-    produce(
+    send(
         kafka.bootstrap_servers,
         topics.delay,
-        [
-            (
-                b"k",
-                b"v",
-                [
-                    ("delay-target-topic", topics.targets[0]),
-                    ("deliver-at-ms", str(t - 3_600_000)),
-                    ("delay-id", "past"),
-                ],
-            )
-        ],
+        native(topics.targets[0], "past", ("deliver-at-ms", str(t - 3_600_000))),
     )
     watcher.until(lambda a: "past" in {x.id for x in a}, 15, "past-due delivered")
     assert _by_id(watcher)["past"].timestamp_ms - t < 5_000
@@ -179,23 +167,8 @@ def test_precedence_on_the_wire(
     kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher
 ) -> None:
     t = now_ms()
-    produce(
-        kafka.bootstrap_servers,
-        topics.delay,
-        [
-            (
-                b"k",
-                b"v",
-                [
-                    ("delay-target-topic", topics.targets[0]),
-                    ("DELAY", "18"),
-                    ("delay-sec", "3600"),
-                    ("deliver-at-ms", str(t + 500)),
-                    ("delay-id", "prec"),
-                ],
-            )
-        ],
-    )
+    timing = [("DELAY", "18"), ("delay-sec", "3600"), ("deliver-at-ms", str(t + 500))]
+    send(kafka.bootstrap_servers, topics.delay, native(topics.targets[0], "prec", *timing))
     watcher.until(lambda a: "prec" in {x.id for x in a}, 15, "deliver-at-ms wins")
     assert _by_id(watcher)["prec"].due_ms == t + 500
 
@@ -206,15 +179,7 @@ def test_fifo_within_a_tick_per_source_partition(
     due = now_ms() + 1_500
     n = 500
     records = [
-        (
-            b"same-key",
-            str(i).encode(),
-            [
-                ("delay-target-topic", topics.targets[1]),
-                ("deliver-at-ms", str(due)),
-                ("delay-id", f"fifo-{i}"),
-            ],
-        )
+        (b"same-key", str(i).encode(), native(topics.targets[1], f"fifo-{i}", at(due)))
         for i in range(n)
     ]
     produce(kafka.bootstrap_servers, topics.delay, records, partition=1)
@@ -229,7 +194,7 @@ def test_cancel(
     kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher, where: str
 ) -> None:
     target = topics.targets[0]
-    keep = [("delay-target-topic", target), ("delay-ms", "2500"), ("delay-id", "keep")]
+    keep = native(target, "keep", ("delay-ms", "2500"))
     if where == "etf1-tombstone":
         victim: H = [
             ("scheduler-epoch", str(now_ms() // 1000 + 3)),
@@ -241,21 +206,17 @@ def test_cancel(
             [(b"victim", b"v", victim), (b"k", b"v", keep)],
             0,
         )
-        produce(kafka.bootstrap_servers, topics.delay, [(b"victim", None, [])], 2)
+        send(kafka.bootstrap_servers, topics.delay, [], key=b"victim", value=None, partition=2)
     else:
-        victim = [("delay-target-topic", target), ("delay-ms", "2500"), ("delay-id", "victim")]
+        victim = native(target, "victim", ("delay-ms", "2500"))
         produce(
             kafka.bootstrap_servers, topics.delay, [(b"k", b"v", victim), (b"k", b"v", keep)], 0
         )
         cancel: H = (
             [("delay-cancel", "victim")] if where != "rmq5" else [("TIMER_DEL_UNIQKEY", "victim")]
         )
-        produce(
-            kafka.bootstrap_servers,
-            topics.delay,
-            [(b"c", b"", cancel)],
-            0 if where == "same-partition" else 2,
-        )
+        partition = 0 if where == "same-partition" else 2
+        send(kafka.bootstrap_servers, topics.delay, cancel, partition=partition)
     watcher.until(lambda a: "keep" in {x.id for x in a}, 20, "the kept message")
     watcher.settle(1.5)
     assert "victim" not in watcher.ids(), f"cancelled message delivered ({where})"
@@ -264,47 +225,21 @@ def test_cancel(
 def test_cancel_naming_another_topic_cancels_nothing(
     kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher
 ) -> None:
-    produce(
+    send(
         kafka.bootstrap_servers,
         topics.delay,
-        [
-            (
-                b"k",
-                b"v",
-                [
-                    ("delay-target-topic", topics.targets[0]),
-                    ("delay-ms", "1500"),
-                    ("delay-id", "same-id"),
-                ],
-            )
-        ],
+        native(topics.targets[0], "same-id", ("delay-ms", "1500")),
     )
-    produce(
-        kafka.bootstrap_servers,
-        topics.delay,
-        [(b"c", b"", [("delay-cancel", "same-id"), ("delay-target-topic", topics.targets[1])])],
-    )
+    cancel: H = [("delay-cancel", "same-id"), ("delay-target-topic", topics.targets[1])]
+    send(kafka.bootstrap_servers, topics.delay, cancel)
     watcher.until(lambda a: "same-id" in {x.id for x in a}, 20, "not cancelled")
 
 
 def test_missing_target_topic_retried_then_dead_lettered(
     kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher
 ) -> None:
-    produce(
-        kafka.bootstrap_servers,
-        topics.delay,
-        [
-            (
-                b"k",
-                b"v",
-                [
-                    ("delay-target-topic", f"{topics.delay}-nowhere"),
-                    ("delay-ms", "1"),
-                    ("delay-id", "lost-topic"),
-                ],
-            )
-        ],
-    )
+    nowhere = f"{topics.delay}-nowhere"
+    send(kafka.bootstrap_servers, topics.delay, native(nowhere, "lost-topic", ("delay-ms", "1")))
     watcher.until(lambda a: any(x.topic == topics.dead_letter for x in a), 60, "dead-lettered")
     (dead,) = [a for a in watcher.arrivals if a.topic == topics.dead_letter]
     assert dead.headers["delay-error"] == "target-topic-missing"
@@ -316,11 +251,7 @@ def test_record_too_large_for_target_is_dead_lettered(
 ) -> None:
     small = kafka.create_topic("small", config={"max.message.bytes": "2000"})
     big = os.urandom(50_000)  # incompressible: lz4 must not shrink it under the limit
-    produce(
-        kafka.bootstrap_servers,
-        topics.delay,
-        [(b"k", big, [("delay-target-topic", small), ("delay-ms", "1"), ("delay-id", "big")])],
-    )
+    send(kafka.bootstrap_servers, topics.delay, native(small, "big", ("delay-ms", "1")), value=big)
     watcher.until(lambda a: any(x.topic == topics.dead_letter for x in a), 60, "dead-lettered")
     (dead,) = [a for a in watcher.arrivals if a.topic == topics.dead_letter]
     assert dead.headers["delay-error"] == "record-too-large"
@@ -363,6 +294,10 @@ def test_a_producer_that_is_not_python_kcat(
     assert arrival.timestamp_ms >= arrival.due_ms
 
 
+def at(due_ms: int) -> tuple[str, str]:
+    return ("deliver-at-ms", str(due_ms))
+
+
 def _rfc3339(ms: int) -> str:
     from datetime import UTC, datetime
 
@@ -377,30 +312,12 @@ def test_admin_lookup_pause_and_cancel(
     service = sidecar.service
     service.pause(Direction.DEQUEUE)
     assert Direction.DEQUEUE in service.paused()
-    produce(
-        kafka.bootstrap_servers,
-        topics.delay,
-        [
-            (
-                b"k",
-                b"v",
-                [
-                    ("delay-target-topic", topics.targets[0]),
-                    ("delay-ms", "500"),
-                    ("delay-id", "admin-victim"),
-                ],
-            ),
-            (
-                b"k",
-                b"v",
-                [
-                    ("delay-target-topic", topics.targets[0]),
-                    ("delay-ms", "500"),
-                    ("delay-id", "admin-keep"),
-                ],
-            ),
-        ],
-    )
+    for id in ("admin-victim", "admin-keep"):
+        send(
+            kafka.bootstrap_servers,
+            topics.delay,
+            native(topics.targets[0], id, ("delay-ms", "500")),
+        )
     sidecar.wait_for(lambda: service.lookup("admin-keep") is not None, 20, "stored")
     found = service.lookup("admin-victim")
     assert found is not None and found["target_topic"] == topics.targets[0]
