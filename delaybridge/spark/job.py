@@ -208,8 +208,12 @@ def _examples(
     )
     rank = F.row_number().over(Window.partitionBy("kind").orderBy("due_ms", "id"))
     examples: dict[str, list[dict[str, Any]]] = {}
+    any_problem = F.lit(False)
+    for kind in EXAMPLE_KINDS:
+        any_problem = any_problem | (F.col(kind) == 1)
     for row in (
-        per_message.select(*columns, F.explode(kinds).alias("kind"))
+        per_message.where(any_problem)
+        .select(*columns, F.explode(kinds).alias("kind"))
         .withColumn("rank", rank)
         .where(F.col("rank") <= limit)
         .orderBy("kind", "rank")

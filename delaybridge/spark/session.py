@@ -74,6 +74,10 @@ def _sql_settings(builder: SparkSession.Builder, shuffle_partitions: int) -> Spa
     return (
         builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
+        # Cached frames are read a few times each, right away: compressing them costs
+        # more CPU (the scarce resource on a 2-core box) than it saves; they spill to
+        # disk if memory runs short.
+        .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
         # Arrow batches to the classify() workers: large enough to amortise the hop.
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "20000")
     )
