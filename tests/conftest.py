@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +33,22 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     image = os.environ.get("DELAYBRIDGE_KAFKA_IMAGE", "(local image if built, else public)")
     engine = os.environ.get("DOCKER_HOST", "(podman socket if running)")
     return [f"kafka backend: {plan}; image {image}; engine {engine}"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses the broker ``kafka``; refuse it under tests/unit."""
+    unit_dir = Path(__file__).parent / "unit"
+    misplaced = []
+    for item in items:
+        if "kafka" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.kafka)
+            if item.path.is_relative_to(unit_dir):
+                misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError(
+            "unit tests must not need a broker; move these to tests/integration: "
+            + ", ".join(misplaced)
+        )
 
 
 def _say(config: pytest.Config, line: str) -> None:
