@@ -112,7 +112,12 @@ def pod_env(config: PodConfig, secrets_by_key: dict[str, str]) -> dict[str, str]
     return env
 
 
-def sidecar_image(client: Any) -> str:
+def sidecar_image() -> str:
+    """``$DELAYBRIDGE_SIDECAR_IMAGE``, which must exist in the engine; else the test FAILS."""
+    container_engine_env()
+    from testcontainers.core.docker_client import DockerClient
+
+    client = DockerClient(timeout=ENGINE_TIMEOUT_S).client
     image = os.environ.get(IMAGE_VARIABLE, "").strip()
     if not image:
         pytest.fail(f"{IMAGE_VARIABLE} is not set: {BUILD_HINT}", pytrace=False)
@@ -183,13 +188,13 @@ def await_ready(container: Any, http: Http) -> None:
 
 
 def test_sidecar_image_runs_like_a_chart_pod_and_delivers(
-    kafka: KafkaCluster, tmp_path: Path
+    request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    container_engine_env()
     from testcontainers.core.container import DockerContainer
-    from testcontainers.core.docker_client import DockerClient
 
-    image = sidecar_image(DockerClient(timeout=ENGINE_TIMEOUT_S).client)
+    image = sidecar_image()
+    # Asked for only now, so a missing image fails at once instead of after a broker start.
+    kafka: KafkaCluster = request.getfixturevalue("kafka")
     topics = Topics(
         delay=kafka.create_topic("img-delay", partitions=3),
         targets=[kafka.create_topic("img-orders", partitions=2), kafka.create_topic("img-later")],
@@ -249,6 +254,7 @@ def test_sidecar_image_runs_like_a_chart_pod_and_delivers(
         with logs_on_failure(sidecar):
             http = Http(port, token)
             await_ready(sidecar, http)
+            check_confinement(sidecar, pod)
             deliver_cancel_and_dead_letter(kafka, topics, http, watcher)
             wait_for(lambda: http.delivered_total() >= 3, 15,
                      "delaybridge_delivered_total >= 3 on /metrics")
@@ -259,6 +265,27 @@ def test_sidecar_image_runs_like_a_chart_pod_and_delivers(
     finally:
         watcher.close()
         sidecar.stop()
+
+
+def check_confinement(sidecar: Any, pod: ChartPod) -> None:
+    """What the engine really applied, seen from inside: the sidecar process's ids,
+    capabilities and no-new-privileges flag, and a root filesystem that refuses writes."""
+    code, out = sidecar.exec(["cat", "/proc/1/status"])
+    assert code == 0, f"reading /proc/1/status in the container: {out!r}"
+    status = dict(
+        (key, value.split()) for key, _, value in
+        (line.partition(":") for line in out.decode().splitlines())
+    )
+    assert status["Uid"][:2] == [str(pod.uid)] * 2, f"sidecar runs as uid {status['Uid']}"
+    assert status["Gid"][:2] == [str(pod.gid)] * 2, f"sidecar runs as gid {status['Gid']}"
+    if "ALL" in pod.cap_drop:
+        assert int(status["CapEff"][0], 16) == 0, f"capabilities left: {status['CapEff']}"
+        assert int(status["CapBnd"][0], 16) == 0, f"bounding set: {status['CapBnd']}"
+    if pod.no_new_privileges:
+        assert status["NoNewPrivs"] == ["1"], f"NoNewPrivs {status['NoNewPrivs']}"
+    if pod.read_only_root:
+        code, out = sidecar.exec(["touch", "/etc/delaybridge-probe"])
+        assert code != 0 and b"Read-only file system" in out, f"root is writable: {out!r}"
 
 
 def deliver_cancel_and_dead_letter(
