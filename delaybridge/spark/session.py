@@ -39,6 +39,10 @@ def local_session(
     # Python workers must import delaybridge and pyarrow: run them on this interpreter.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        # Otherwise Spark resolves the host name, warns when it maps to loopback, and
+        # may pick an interface address that a firewall blocks.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (
         SparkSession.builder.appName(APP_NAME)
         .master(master)
