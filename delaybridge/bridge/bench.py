@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -124,7 +125,25 @@ class _Sidecar:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
+        self.peak_anon_mb = 0.0
+        self.peak_file_mb = 0.0
+        self._sampling = True
+        threading.Thread(target=self._sample, daemon=True).start()
         self._await(lambda: self.get("/readyz") is not None, 90, "sidecar ready")
+
+    def _sample(self) -> None:
+        """Peak anonymous memory vs file-backed pages (the store's mmap'd segments)."""
+        while self._sampling and self.proc.poll() is None:
+            try:
+                status = Path(f"/proc/{self.proc.pid}/status").read_text()
+            except OSError:
+                return
+            for line in status.splitlines():
+                if line.startswith("RssAnon:"):
+                    self.peak_anon_mb = max(self.peak_anon_mb, int(line.split()[1]) / 1024)
+                elif line.startswith("RssFile:"):
+                    self.peak_file_mb = max(self.peak_file_mb, int(line.split()[1]) / 1024)
+            time.sleep(0.05)
 
     def get(self, path: str, method: str = "GET") -> Any:
         request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method)
@@ -149,6 +168,7 @@ class _Sidecar:
         return float("nan")
 
     def stop(self) -> None:
+        self._sampling = False
         self.proc.terminate()
         self.proc.wait(60)
         self.log.close()
@@ -349,6 +369,8 @@ def _one_tick(console: Console, bootstrap: str, work: Path, n: int) -> dict[str,
         "drain_msgs_per_s": round(seen / elapsed) if elapsed > 0 else 0,
         "sidecar_peak_rss_mb_before_drain": round(rss_before, 1),
         "sidecar_peak_rss_mb": round(rss, 1),
+        "sidecar_peak_anon_mb": round(side.peak_anon_mb, 1),
+        "sidecar_peak_file_backed_mb": round(side.peak_file_mb, 1),
     }
 
 

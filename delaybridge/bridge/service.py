@@ -111,6 +111,8 @@ class Service:
                 "topic.metadata.propagation.max.ms": 5_000,
                 "message.max.bytes": 10_485_760,
                 "queue.buffering.max.messages": max(100_000, 2 * s.delivery.max_in_flight_records),
+                # In flight is bounded by max_in_flight_records; cap the bytes too.
+                "queue.buffering.max.kbytes": 65_536,
             },
         )
         self._producer = producer
@@ -118,7 +120,11 @@ class Service:
         self._ingestor = Ingestor(self.rules, producer, s.dead_letter_topic, s.cancel_topic)
         self._feed = CancelFeed(s.kafka, s.cancel_topic, self.store_settings.cancel_grace_ms)
         self._feed.start(self.clock.now_ms(), timeout_s=30)
-        consumer = make_consumer(s.kafka, **{"fetch.wait.max.ms": 50})
+        # A shallow prefetch queue: the store, not librdkafka, is where records wait
+        # (librdkafka's default of 64 MiB per partition showed in the 1M-tick RSS).
+        consumer = make_consumer(
+            s.kafka, **{"fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 8192}
+        )
         self._consumer = consumer
         consumer.subscribe(
             s.subscription(),

@@ -59,7 +59,8 @@ class StoreSettingsModel(_Section):
 
 class DeliverySettings(_Section):
     batch_max_records: int = Field(default=5_000, gt=0)
-    max_in_flight_records: int = Field(default=50_000, gt=0)
+    # 20k in flight keeps a 1M-message tick at full speed under 300 MB RSS (bench e2e).
+    max_in_flight_records: int = Field(default=20_000, gt=0)
     # A target topic that does not exist is retried with backoff this long, then dead-lettered.
     missing_topic_retry_ms: int = Field(default=60_000, ge=0)
     # Optional per-target-topic rate limits, messages per second.

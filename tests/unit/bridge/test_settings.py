@@ -18,7 +18,7 @@ def test_env_beats_file_and_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyP
     s = load(path)
     assert s.store.tick_ms == 20
     assert s.kafka.bootstrap_servers == "a:1"
-    assert s.delivery.max_in_flight_records == 50_000
+    assert s.delivery.max_in_flight_records == 20_000
     assert s.kafka.redacted_client() == {"sasl.password": "***"}
     assert "s3cret" not in repr(s.kafka.redacted_client())
 
