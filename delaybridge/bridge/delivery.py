@@ -265,13 +265,7 @@ class Deliverer:
             reason = _MISSING[code]
             if now_ms - first_try_ms < self._settings.missing_topic_retry_ms:
                 self.counters.retries[reason] = self.counters.retries.get(reason, 0) + 1
-                backoff = min(_BACKOFF_MAX_MS, _BACKOFF_MIN_MS * 2 ** min(attempts, 10))
-                heapq.heappush(
-                    self._retries,
-                    _Retry(
-                        now_ms + backoff, next(self._seq), due, batch, part, first_try_ms, attempts
-                    ),
-                )
+                self._retry_later(part, due, batch, first_try_ms, attempts)
                 return
             detail = f"{where} missing for {now_ms - first_try_ms} ms: {err.str()}"
         elif code in _TOO_LARGE:
@@ -303,20 +297,7 @@ class Deliverer:
                 part.resolve(batch)
                 return
             log.error("dead-letter topic %r refused %s: %s; retrying", self._dlt, rec.id, err.str())
-            backoff = min(_BACKOFF_MAX_MS, _BACKOFF_MIN_MS * 2 ** min(attempts, 10))
-            heapq.heappush(
-                self._retries,
-                _Retry(
-                    self._clock.now_ms() + backoff,
-                    next(self._seq),
-                    due,
-                    batch,
-                    part,
-                    0,
-                    attempts + 1,
-                    (reason, detail),
-                ),
-            )
+            self._retry_later(part, due, batch, 0, attempts + 1, (reason, detail))
 
         try:
             self._producer.produce(
@@ -325,19 +306,24 @@ class Deliverer:
             self.in_flight += 1
         except (BufferError, KafkaException) as exc:
             log.error("cannot dead-letter %s to %r now: %s; retrying", rec.id, self._dlt, exc)
-            heapq.heappush(
-                self._retries,
-                _Retry(
-                    self._clock.now_ms() + _BACKOFF_MIN_MS,
-                    next(self._seq),
-                    due,
-                    batch,
-                    part,
-                    0,
-                    attempts + 1,
-                    (reason, detail),
-                ),
-            )
+            self._retry_later(part, due, batch, 0, attempts + 1, (reason, detail))
+
+    def _retry_later(
+        self,
+        part: PartitionState,
+        due: DueRecord,
+        batch: Batch,
+        first_failure_ms: int,
+        attempts: int,
+        dead_letter: tuple[Reason, str] | None = None,
+    ) -> None:
+        """Try again after an exponential backoff (0.5 s doubling to 30 s)."""
+        backoff = min(_BACKOFF_MAX_MS, _BACKOFF_MIN_MS * 2 ** min(attempts, 10))
+        retry = _Retry(
+            self._clock.now_ms() + backoff, next(self._seq), due, batch, part,
+            first_failure_ms, attempts, dead_letter,
+        )  # fmt: skip
+        heapq.heappush(self._retries, retry)
 
     def _run_retries(self) -> int:
         now_ms = self._clock.now_ms()
