@@ -1,11 +1,12 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from delaybridge.bridge.settings import Settings
 from tests.integration.sidecar.harness import InProcessSidecar, Topics, Watcher, settings_for
 
 
@@ -20,17 +21,21 @@ def topics(kafka: Any) -> Topics:
 
 
 @pytest.fixture
-def sidecar(kafka: Any, topics: Topics, tmp_path: Path) -> Iterator[InProcessSidecar]:
-    settings = settings_for(
-        kafka.bootstrap_servers,
-        topics,
-        tmp_path / "data",
-        f"g-{topics.delay}",
-        delivery={"missing_topic_retry_ms": 3_000},
-    )
-    running = InProcessSidecar.start(settings)
-    yield running
-    running.stop()
+def make_settings(kafka: Any, topics: Topics, tmp_path: Path) -> Callable[..., Settings]:
+    """Settings for a sidecar on this test's topics, data dir and group; overrides merge."""
+
+    def make(**overrides: Any) -> Settings:
+        return settings_for(
+            kafka.bootstrap_servers, topics, tmp_path / "data", f"g-{topics.delay}", **overrides
+        )
+
+    return make
+
+
+@pytest.fixture
+def sidecar(make_settings: Callable[..., Settings]) -> Iterator[InProcessSidecar]:
+    with InProcessSidecar.start(make_settings(delivery={"missing_topic_retry_ms": 3_000})) as side:
+        yield side
 
 
 @pytest.fixture

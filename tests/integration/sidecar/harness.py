@@ -84,6 +84,12 @@ class InProcessSidecar:
             time.sleep(0.02)
         raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
+    def __enter__(self) -> InProcessSidecar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self, timeout_s: float = 30) -> None:
         self.service.stop()
         self.thread.join(timeout_s)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from delaybridge.bridge.settings import Settings
 from tests.integration.sidecar.harness import (
     InProcessSidecar,
     SubprocessSidecar,
@@ -16,8 +18,9 @@ from tests.integration.sidecar.harness import (
     iter_chunks,
     now_ms,
     produce,
-    settings_for,
 )
+
+MakeSettings = Callable[..., Settings]
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -43,10 +46,10 @@ def _send_spread(kafka: Any, topics: Topics, n: int, spread_ms: int, prefix: str
 
 
 def test_kill9_mid_run_loses_nothing_and_repeats_only_in_flight(
-    kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path
+    kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path, make_settings: MakeSettings
 ) -> None:
     n = 6_000
-    settings = settings_for(kafka.bootstrap_servers, topics, tmp_path / "data", f"g-{topics.delay}")
+    settings = make_settings()
     side = SubprocessSidecar(settings, tmp_path)
     side.start()
     side.wait_log("assigned", 60)
@@ -77,15 +80,9 @@ def test_kill9_mid_run_loses_nothing_and_repeats_only_in_flight(
 
 
 def test_sigterm_drains_and_exits_within_grace(
-    kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path
+    kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path, make_settings: MakeSettings
 ) -> None:
-    settings = settings_for(
-        kafka.bootstrap_servers,
-        topics,
-        tmp_path / "data",
-        f"g-{topics.delay}",
-        shutdown_grace_ms=5_000,
-    )
+    settings = make_settings(shutdown_grace_ms=5_000)
     side = SubprocessSidecar(settings, tmp_path)
     side.start()
     side.wait_log("assigned", 60)
@@ -103,15 +100,11 @@ def test_sigterm_drains_and_exits_within_grace(
 
 
 def test_two_sidecars_share_partitions_and_take_over(
-    kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path
+    kafka: Any, topics: Topics, watcher: Watcher, make_settings: MakeSettings
 ) -> None:
-    group = f"g-{topics.delay}"
-    one = InProcessSidecar.start(
-        settings_for(kafka.bootstrap_servers, topics, tmp_path / "data", group, http={"port": 0})
-    )
-    two = InProcessSidecar.start(
-        settings_for(kafka.bootstrap_servers, topics, tmp_path / "data", group, http={"port": 0})
-    )
+    # Same group, same data dir root, as two processes on one machine would have.
+    one = InProcessSidecar.start(make_settings())
+    two = InProcessSidecar.start(make_settings())
     try:
         one.wait_for(
             lambda: (

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from delaybridge.bridge.settings import Settings
 from delaybridge.spark.job import run_reconciliation
 from delaybridge.spark.settings import ReconcileSettings
 from tests.integration.sidecar.harness import (
@@ -15,16 +17,19 @@ from tests.integration.sidecar.harness import (
     Watcher,
     now_ms,
     produce,
-    settings_for,
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 
 def test_sidecar_output_reconciles_to_nothing_missing_nothing_early(
-    kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path
+    kafka: Any,
+    topics: Topics,
+    watcher: Watcher,
+    tmp_path: Path,
+    make_settings: Callable[..., Settings],
 ) -> None:
-    settings = settings_for(kafka.bootstrap_servers, topics, tmp_path / "d", f"g-{topics.delay}")
+    settings = make_settings()
     side = InProcessSidecar.start(settings)
     n, cancelled = 300, range(0, 300, 30)
     try:
