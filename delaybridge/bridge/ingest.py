@@ -109,32 +109,43 @@ class Ingestor:
         value: bytes | None,
         headers: Any,
     ) -> None:
-        """Produce a record whose delay-topic offset may commit only once it is acked."""
+        """Produce a record whose delay-topic offset may commit only once it is acked.
+
+        A produce that librdkafka gave up on (after its own retries, ``message.timeout.ms``)
+        is produced again, so a dead-letter or cancel topic that is down for a while
+        delays the commit but loses nothing. One refused outright (it can never succeed,
+        e.g. too large even for the dead-letter topic) is logged and its offset stays
+        uncommitted: a restart reads it again.
+        """
         part.offsets.produce_started(offset)
+        where = f"{part.topic}/{part.partition}/{offset}"
 
         def on_delivery(err: RdKafkaError | None, _msg: Any) -> None:
             if err is None:
                 part.offsets.produce_acked(offset)
-                return
-            # Not acked: the offset stays uncommitted, so a restart reads it again.
-            log.error(
-                "cannot write %s/%s/%s to %r: %s (it will be re-read after a restart)",
-                part.topic,
-                part.partition,
-                offset,
-                topic,
-                err.str(),
-            )
+            elif not part.closed:
+                log.warning(
+                    "writing %s to %r failed (%s); producing it again", where, topic, err.str()
+                )
+                send()
 
-        while True:
-            try:
-                self._producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery)
-                return
-            except BufferError:
-                self._producer.poll(0.05)
-            except KafkaException as exc:
-                on_delivery(exc.args[0], None)
-                return
+        def send() -> None:
+            while True:
+                try:
+                    self._producer.produce(
+                        topic, value, key, headers=headers, on_delivery=on_delivery
+                    )
+                    return
+                except BufferError:
+                    self._producer.poll(0.05)
+                except KafkaException as exc:
+                    log.error(
+                        "cannot write %s to %r: %s (it will be re-read after a restart)",
+                        where, topic, exc,
+                    )  # fmt: skip
+                    return
+
+        send()
 
 
 def _timer_record(record: SourceRecord, schedule: Schedule) -> TimerRecord:
