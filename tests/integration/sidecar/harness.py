@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -98,6 +99,10 @@ class InProcessSidecar:
             raise AssertionError(f"sidecar failed: {self.errors[0]!r}") from self.errors[0]
 
 
+_ASSIGNED = re.compile(r"assigned (\S+): store recovered")
+_RELEASED = re.compile(r"released (\S+)$")
+
+
 class SubprocessSidecar:
     """``delaybridge run`` as a child process: for kill -9 and SIGTERM tests."""
 
@@ -128,6 +133,16 @@ class SubprocessSidecar:
                 return
             time.sleep(0.05)
         raise AssertionError(f"no {text!r} in the sidecar log after {timeout_s} s:\n{self.tail()}")
+
+    def owned(self) -> set[str]:
+        """The partitions this process holds now, from its "assigned"/"released" log lines."""
+        held: set[str] = set()
+        for line in self.log.read_text(errors="replace").splitlines():
+            if (found := _ASSIGNED.search(line)) is not None:
+                held.add(found.group(1))
+            elif (found := _RELEASED.search(line)) is not None:
+                held.discard(found.group(1))
+        return held
 
     def kill9(self) -> None:
         assert self.proc is not None

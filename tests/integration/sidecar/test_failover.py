@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,6 @@ import pytest
 
 from delaybridge.bridge.settings import Settings
 from tests.integration.sidecar.harness import (
-    InProcessSidecar,
     SubprocessSidecar,
     Topics,
     Watcher,
@@ -99,26 +99,30 @@ def test_sigterm_drains_and_exits_within_grace(
     side.terminate(15)
 
 
-def test_two_sidecars_share_partitions_and_take_over(
-    kafka: Any, topics: Topics, watcher: Watcher, make_settings: MakeSettings
+def test_two_sidecar_processes_share_partitions_and_take_over(
+    kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path, make_settings: MakeSettings
 ) -> None:
-    # Same group, same data dir root, as two processes on one machine would have.
-    one = InProcessSidecar.start(make_settings())
-    two = InProcessSidecar.start(make_settings())
+    # Two `delaybridge run` processes, same group, same data dir root (one machine).
+    settings = make_settings()
+    one = SubprocessSidecar(settings, tmp_path, "one")
+    two = SubprocessSidecar(settings, tmp_path, "two")
+    everything = {f"{topics.delay}-{p}" for p in range(3)}
+    one.start()
+    two.start()
     try:
-        one.wait_for(
+        _await(
             lambda: (
-                len(one.service.parts) + len(two.service.parts) == 3
-                and bool(one.service.parts)
-                and bool(two.service.parts)
+                bool(one.owned()) and bool(two.owned()) and one.owned() | two.owned() == everything
             ),
-            60,
-            "the three partitions split between the two",
+            90,
+            "the three partitions split between the two processes",
+            one,
+            two,
         )
         _send_spread(kafka, topics, 3_000, 6_000, "ha")
         watcher.until(lambda a: len(a) >= 300, 30, "deliveries from both")
-        one.stop()
-        two.wait_for(lambda: len(two.service.parts) == 3, 60, "survivor owns all partitions")
+        assert one.terminate(timeout_s=30) == 0
+        _await(lambda: two.owned() == everything, 90, "the survivor owns every partition", two)
         watcher.until(
             lambda a: {x.id for x in a} >= {f"ha-{i}" for i in range(3_000)},
             90,
@@ -127,4 +131,18 @@ def test_two_sidecars_share_partitions_and_take_over(
         early = [a.id for a in watcher.arrivals if a.timestamp_ms < a.due_ms]
         assert not early
     finally:
-        two.stop()
+        for side in (one, two):
+            if side.proc is not None and side.proc.poll() is None:
+                side.terminate(timeout_s=30)
+
+
+def _await(
+    condition: Callable[[], bool], timeout_s: float, what: str, *sides: SubprocessSidecar
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    logs = "\n\n".join(f"--- {s.log.name}\n{s.tail()}" for s in sides)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}\n{logs}")
