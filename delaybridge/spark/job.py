@@ -22,7 +22,7 @@ import dataclasses
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ from delaybridge.spark.snapshot import TopicRanges, now_ms, take_snapshot
 from delaybridge.spark.steps import Steps
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -167,20 +167,40 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
 
 
 def _write(report: Report, per_message: DataFrame, settings: ReconcileSettings) -> None:
-    from pyspark.sql import functions as F
 
     from delaybridge.spark.outcomes import messages
     from delaybridge.spark.output import PROBLEMS_DIR, write_report_files
 
     assert settings.output_dir is not None
     out = Path(settings.output_dir)
-    any_problem = F.lit(False)
-    for kind in EXAMPLE_KINDS:
-        any_problem = any_problem | (F.col(kind) == 1)
-    messages(per_message).where(any_problem).drop("unmatched", "d_topic").coalesce(1).write.mode(
+    messages(per_message).where(_any_problem()).drop("unmatched", "d_topic").coalesce(1).write.mode(
         "overwrite"
     ).parquet(str(out.resolve() / PROBLEMS_DIR))
     write_report_files(report, out, chart=settings.chart)
+
+
+def _any_problem() -> Column:
+    """True for a per-message row flagged with any of the example kinds."""
+    from pyspark.sql import functions as F
+
+    flagged = F.lit(False)
+    for kind in EXAMPLE_KINDS:
+        flagged = flagged | (F.col(kind) == 1)
+    return flagged
+
+
+def _first_per_kind(
+    rows: DataFrame, rank: Column, limit: int
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The first ``limit`` rows of each ``kind`` by ``rank``, as (kind, fields) pairs."""
+    from pyspark.sql import functions as F
+
+    ranked = rows.withColumn("rank", rank).where(F.col("rank") <= limit).orderBy("kind", "rank")
+    for row in ranked.collect():
+        data = row.asDict()
+        kind = data.pop("kind")
+        del data["rank"]
+        yield kind, data
 
 
 def _examples(
@@ -208,20 +228,8 @@ def _examples(
     )
     rank = F.row_number().over(Window.partitionBy("kind").orderBy("due_ms", "id"))
     examples: dict[str, list[dict[str, Any]]] = {}
-    any_problem = F.lit(False)
-    for kind in EXAMPLE_KINDS:
-        any_problem = any_problem | (F.col(kind) == 1)
-    for row in (
-        per_message.where(any_problem)
-        .select(*columns, F.explode(kinds).alias("kind"))
-        .withColumn("rank", rank)
-        .where(F.col("rank") <= limit)
-        .orderBy("kind", "rank")
-        .collect()
-    ):
-        data = row.asDict()
-        kind = data.pop("kind")
-        del data["rank"]
+    offenders = per_message.where(_any_problem()).select(*columns, F.explode(kinds).alias("kind"))
+    for kind, data in _first_per_kind(offenders, rank, limit):
         examples.setdefault(kind, []).append(data)
     malformed = deliveries.where("status = 'malformed'").select(
         F.lit("malformed").alias("kind"),
@@ -236,16 +244,7 @@ def _examples(
         "kind", "topic", "partition", "offset", "id", "detail", "reason"
     )
     rank = F.row_number().over(Window.partitionBy("kind").orderBy("topic", "partition", "offset"))
-    for row in (
-        malformed.unionByName(rejected)
-        .withColumn("rank", rank)
-        .where(F.col("rank") <= limit)
-        .orderBy("kind", "rank")
-        .collect()
-    ):
-        data = row.asDict()
-        kind = data.pop("kind")
-        del data["rank"]
+    for kind, data in _first_per_kind(malformed.unionByName(rejected), rank, limit):
         if kind == "malformed":
             data = {
                 "topic": data["topic"],
