@@ -21,24 +21,14 @@ import hashlib
 import logging
 import os
 import re
-import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TransferSpeedColumn,
-)
-
+from delaybridge.download_progress import FetchProgress
+from delaybridge.durable import replacing
 from delaybridge.errors import ConfigError, DelayBridgeError, IntegrityError
 
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
@@ -148,7 +138,8 @@ def fetch(
        errors are retried ``attempts`` times with backoff.
     3. If the hash differs from the lock, delete the temporary file and raise
        :class:`IntegrityError` naming the artifact, the URL and both hashes.
-    4. Otherwise fsync and ``os.replace`` it into place.
+    4. Otherwise move it into place durably (:func:`delaybridge.durable.replacing`:
+       fsync, ``os.replace``, fsync the directory).
 
     ``progress`` shows a rich bar with bytes, but only on a terminal outside CI.
     """
@@ -164,7 +155,11 @@ def fetch(
             )
         _log.info(
             "fetched %d of %d jars (%.1f MB) from %s into %s in %.1f s",
-            len(missing), len(artifacts), total_bytes / 1e6, repo, dest,
+            len(missing),
+            len(artifacts),
+            total_bytes / 1e6,
+            repo,
+            dest,
             time.monotonic() - started,
         )
     return [dest / a.filename for a in artifacts]
@@ -178,48 +173,46 @@ def _verified(path: Path, artifact: Artifact) -> bool:
         return True
     _log.warning(
         "%s: cached %s has sha256 %s, lock pins %s; downloading it again",
-        path, artifact.coordinate, actual, artifact.sha256,
+        path,
+        artifact.coordinate,
+        actual,
+        artifact.sha256,
     )
     return False
 
 
 def _download_one(
-    artifact: Artifact, dest: Path, repo: str, bar: FetchProgress, lock: Path,
-    timeout_s: float, attempts: int,
+    artifact: Artifact,
+    dest: Path,
+    repo: str,
+    bar: FetchProgress,
+    lock: Path,
+    timeout_s: float,
+    attempts: int,
 ) -> int:
     url = artifact.url(repo)
-    final = dest / artifact.filename
-    tmp, actual, size = _download(url, dest, bar, artifact, timeout_s, attempts)
-    if actual != artifact.sha256:
-        tmp.unlink(missing_ok=True)
-        raise IntegrityError(
-            f"{artifact.coordinate}: {url} has sha256 {actual}, but {lock} pins "
-            f"{artifact.sha256}; the download was deleted"
-        )
-    os.replace(tmp, final)
-    _fsync_dir(dest)
+    # A unique temporary name: two processes may fetch the same jar into one cache.
+    with replacing(dest / artifact.filename, suffix=".part", unique=True) as tmp:
+        actual, size = _download(url, tmp, bar, artifact, timeout_s, attempts)
+        if actual != artifact.sha256:
+            raise IntegrityError(  # replacing() deletes the download
+                f"{artifact.coordinate}: {url} has sha256 {actual}, but {lock} pins "
+                f"{artifact.sha256}; the download was deleted"
+            )
     return size
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _download(
-    url: str, dest: Path, bar: FetchProgress, artifact: Artifact, timeout_s: float, attempts: int
-) -> tuple[Path, str, int]:
-    """Download ``url`` into a temporary file in ``dest``; return it, its sha256, its size.
+    url: str, tmp: Path, bar: FetchProgress, artifact: Artifact, timeout_s: float, attempts: int
+) -> tuple[str, int]:
+    """Download ``url`` into ``tmp`` (rewritten by each attempt); return its sha256 and size.
 
     Retries transient failures (timeouts, resets, HTTP 5xx and 429) with
     exponential backoff; a 404 or other client error fails at once.
     """
     for attempt in range(1, attempts + 1):
         try:
-            return _download_once(url, dest, bar, artifact.filename, timeout_s)
+            return _download_once(url, tmp, bar, artifact.filename, timeout_s)
         except urllib.error.HTTPError as exc:
             if (exc.code < 500 and exc.code != 429) or attempt == attempts:
                 raise FetchError(
@@ -233,73 +226,31 @@ def _download(
                 ) from exc
             error = exc
         backoff_s = 0.5 * 2**attempt
-        _log.warning("GET %s failed (%s); retry %d/%d in %.0f s", url, error, attempt,
-                     attempts - 1, backoff_s)
+        _log.warning(
+            "GET %s failed (%s); retry %d/%d in %.0f s",
+            url,
+            error,
+            attempt,
+            attempts - 1,
+            backoff_s,
+        )
         time.sleep(backoff_s)  # backoff between attempts, not a wait on a condition
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _download_once(
-    url: str, dest: Path, bar: FetchProgress, name: str, timeout_s: float
-) -> tuple[Path, str, int]:
+    url: str, tmp: Path, bar: FetchProgress, name: str, timeout_s: float
+) -> tuple[str, int]:
     digest = hashlib.sha256()
     size = 0
     request = urllib.request.Request(url, headers={"User-Agent": "delaybridge-jars/1"})
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=dest)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            length = resp.headers.get("Content-Length")
-            task = bar.start_file(name, int(length) if length else None)
-            while block := resp.read(1 << 16):
-                digest.update(block)
-                out.write(block)
-                size += len(block)
-                bar.advance(task, len(block))
-            out.flush()
-            os.fsync(out.fileno())
-            bar.finish_file(task)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp, digest.hexdigest(), size
-
-
-class FetchProgress:
-    """A rich bar per jar, in bytes, labelled ``[n/total] file``.
-
-    Disabled (every method a no-op) when asked, when stderr is not a terminal,
-    or under CI, so logs stay readable; :func:`fetch` logs a summary instead.
-    """
-
-    def __init__(self, files: int, *, enabled: bool) -> None:
-        enabled = enabled and sys.stderr.isatty() and not os.environ.get("CI")
-        self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            disable=not enabled,
-            transient=True,
-        )
-        self._files = files
-        self._started = 0
-
-    def __enter__(self) -> FetchProgress:
-        self._progress.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._progress.stop()
-
-    def start_file(self, name: str, total_bytes: int | None) -> TaskID:
-        self._started += 1
-        return self._progress.add_task(f"[{self._started}/{self._files}] {name}", total=total_bytes)
-
-    def advance(self, task: TaskID, nbytes: int) -> None:
-        self._progress.advance(task, nbytes)
-
-    def finish_file(self, task: TaskID) -> None:
-        self._progress.remove_task(task)
+    with tmp.open("wb") as out, urllib.request.urlopen(request, timeout=timeout_s) as resp:
+        length = resp.headers.get("Content-Length")
+        task = bar.start_file(name, int(length) if length else None)
+        while block := resp.read(1 << 16):
+            digest.update(block)
+            out.write(block)
+            size += len(block)
+            bar.advance(task, len(block))
+        bar.finish_file(task)
+    return digest.hexdigest(), size

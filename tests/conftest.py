@@ -84,4 +84,3 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     used = terminalreporter.config.stash.get(_used, None)
     if used is not None:
         terminalreporter.write_line(used)
-

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
 from tests.kafka_cluster import Backend, KafkaCluster
+from tests.support import free_port
 
 DEFAULT_PUBLIC_IMAGE = "apache/kafka:4.3.1"
 LOCAL_IMAGE = "localhost/delaybridge-kafka:4.3.1"
@@ -81,17 +81,10 @@ def start_backend(backend: Backend, tmp_root: Path) -> KafkaCluster:
         cluster.round_trip("delaybridge-test-ready", n=1, timeout_s=READY_TIMEOUT_S)
     except Exception as exc:
         cluster.stop()
-        raise BackendUnavailable(f"{cluster.description} failed a produce/consume check: {exc}") \
-            from exc
+        raise BackendUnavailable(
+            f"{cluster.description} failed a produce/consume check: {exc}"
+        ) from exc
     return cluster
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # -- external -------------------------------------------------------------------------
@@ -101,13 +94,15 @@ def connect_external() -> KafkaCluster:
     bootstrap = os.environ.get("DELAYBRIDGE_TEST_BOOTSTRAP", "").strip()
     if not bootstrap:
         raise BackendUnavailable("DELAYBRIDGE_TEST_BOOTSTRAP is not set (host:port of a cluster)")
-    cluster = KafkaCluster(bootstrap, Backend.EXTERNAL,
-                           f"external cluster {bootstrap} (DELAYBRIDGE_TEST_BOOTSTRAP)")
+    cluster = KafkaCluster(
+        bootstrap, Backend.EXTERNAL, f"external cluster {bootstrap} (DELAYBRIDGE_TEST_BOOTSTRAP)"
+    )
     try:
         cluster.admin().list_topics(timeout=10)
     except Exception as exc:
-        raise BackendUnavailable(f"{cluster.description} did not answer within 10 s: {exc}") \
-            from exc
+        raise BackendUnavailable(
+            f"{cluster.description} did not answer within 10 s: {exc}"
+        ) from exc
     return cluster
 
 
@@ -188,13 +183,14 @@ def start_container(timeout_s: float = START_TIMEOUT_S) -> KafkaCluster:
     # Removing a container deletes its whole vfs copy of the image; on a busy machine
     # that outlasts docker-py's default 60 s API timeout.
     container = DockerContainer(
-        image, docker_client_kw={"timeout": ENGINE_TIMEOUT_S},
+        image,
+        docker_client_kw={"timeout": ENGINE_TIMEOUT_S},
         labels={OWNER_LABEL: str(os.getpid())},
     )
     container.with_envs(**kraft_env(port))
     # Published on loopback only, same number inside and out, so the advertised
     # address works from the host (testcontainers' with_bind_ports cannot name an IP).
-    container.ports[f"{port}/tcp"] = ("127.0.0.1", port)
+    container.ports[f"{port}/tcp"] = ("127.0.0.1", port)  # type: ignore[assignment]
     try:
         container.start()
     except DockerException as exc:
@@ -228,13 +224,17 @@ def _await_container_broker(cluster: KafkaCluster, container: Any, timeout_s: fl
         return True
 
     try:
-        cluster.wait_for(answers, timeout_s, f"the broker in {cluster.description}", 0.5,
-                         retry_on=(KafkaException,))
+        cluster.wait_for(
+            answers,
+            timeout_s,
+            f"the broker in {cluster.description}",
+            0.5,
+            retry_on=(KafkaException,),
+        )
     except (TimeoutError, _Exited) as exc:
         stdout, stderr = container.get_logs()
         tail = (stdout + stderr).decode(errors="replace").splitlines()[-15:]
-        raise BackendUnavailable(f"{exc}; last log lines:\n      " + "\n      ".join(tail)) \
-            from exc
+        raise BackendUnavailable(f"{exc}; last log lines:\n      " + "\n      ".join(tail)) from exc
 
 
 class _Exited(Exception):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -31,6 +30,7 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from delaybridge.errors import KafkaError
+from tests.support import wait_until
 
 T = TypeVar("T")
 
@@ -40,6 +40,10 @@ with a failing test instead of printing them over the progress output."""
 
 Record = tuple[bytes | None, bytes | None]
 """A record as the helpers take it: (key, value)."""
+HeaderList = list[tuple[str, str | bytes | None]]
+"""Headers as confluent-kafka's ``produce`` takes them (str values are sent UTF-8)."""
+RecordWithHeaders = tuple[bytes | None, bytes | None, HeaderList]
+"""(key, value, headers): a record for the sidecar tests' ``produce``."""
 
 
 class Backend(enum.Enum):
@@ -48,35 +52,6 @@ class Backend(enum.Enum):
     EXTERNAL = "external"  # DELAYBRIDGE_TEST_BOOTSTRAP names a running cluster
     CONTAINER = "container"  # testcontainers runs a Kafka image (podman or Docker)
     LOCAL = "local"  # delaybridge's LocalKafka: the pinned jars on this host's Java
-
-
-def wait_for(
-    condition: Callable[[], T],
-    timeout_s: float,
-    what: str,
-    interval_s: float = 0.05,
-    retry_on: tuple[type[Exception], ...] = (Exception,),
-) -> T:
-    """Call ``condition`` until it returns something truthy; return that.
-
-    An exception of a ``retry_on`` type counts as "not yet"; any other propagates at
-    once. Raises :class:`TimeoutError` naming ``what`` after ``timeout_s``; the last
-    retried exception is chained, so the cause is visible.
-    """
-    deadline = time.monotonic() + timeout_s
-    last_exc: Exception | None = None
-    while True:
-        try:
-            result = condition()
-            if result:
-                return result
-        except retry_on as exc:
-            last_exc = exc
-        if time.monotonic() >= deadline:
-            detail = f" (last error: {last_exc})" if last_exc else ""
-            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}{detail}") \
-                from last_exc
-        time.sleep(interval_s)
 
 
 class KafkaCluster:
@@ -93,8 +68,8 @@ class KafkaCluster:
         backend: Backend,
         description: str,
         *,
-        stop: Callable[[], None] | None = None,
-        kill: Callable[[], None] | None = None,
+        stop: Callable[[], object] | None = None,
+        kill: Callable[[], object] | None = None,
         handle: Any = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
@@ -163,7 +138,8 @@ class KafkaCluster:
                 and all(p.leader >= 0 for p in meta.partitions.values())
             )
 
-        wait_for(led, timeout_s, f"topic {name} to have a leader for all {partitions} partitions")
+        what = f"topic {name} to have a leader for all {partitions} partitions"
+        wait_until(led, timeout_s, what, retry_on=(Exception,))
         return name
 
     def partitions(self, topic: str, timeout_s: float = 10.0) -> list[int]:
@@ -232,28 +208,29 @@ class KafkaCluster:
         delay; raises :class:`TimeoutError` with the count so far and the client's
         errors if fewer than ``n`` arrive within ``timeout_s``.
         """
-        deadline = time.monotonic() + timeout_s
         errors: list[str] = []
         consumer = self.consumer(error_cb=lambda e: errors.append(e.str()), **conf)
+        got: list[Message] = []
+
+        def have_all() -> bool:
+            if len(got) < n and (msg := consumer.poll(0.5)) is not None:
+                err = msg.error()
+                if err is not None:
+                    raise KafkaError(
+                        f"consuming {topic} at {self.bootstrap_servers}: {err.str()}", err.name()
+                    )
+                got.append(msg)
+            return len(got) >= n
+
+        def so_far() -> str:
+            seen = "; ".join(dict.fromkeys(errors)) or "none"
+            return f"consumed {len(got)} of {n} (client errors: {seen})"
+
         try:
             parts = self.partitions(topic, timeout_s=min(10.0, timeout_s))
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-            got: list[Message] = []
-            while len(got) < n and time.monotonic() < deadline:
-                msg = consumer.poll(min(0.5, max(0.0, deadline - time.monotonic())))
-                if msg is None:
-                    continue
-                err = msg.error()
-                if err is not None:
-                    raise KafkaError(f"consuming {topic} at {self.bootstrap_servers}: {err.str()}",
-                                     err.name())
-                got.append(msg)
-            if len(got) < n:
-                seen = "; ".join(dict.fromkeys(errors)) or "none"
-                raise TimeoutError(
-                    f"consumed {len(got)} of {n} records from {topic} at "
-                    f"{self.bootstrap_servers} within {timeout_s:.0f} s (client errors: {seen})"
-                )
+            what = f"{n} records from {topic} at {self.bootstrap_servers}"
+            wait_until(have_all, timeout_s, what, interval_s=0, detail=so_far)
             return got
         finally:
             consumer.close()
@@ -266,8 +243,9 @@ class KafkaCluster:
         interval_s: float = 0.05,
         retry_on: tuple[type[Exception], ...] = (Exception,),
     ) -> T:
-        """:func:`wait_for`, here for convenience."""
-        return wait_for(condition, timeout_s, what, interval_s, retry_on)
+        """:func:`tests.support.wait_until`, retrying on any exception by default
+        (a broker that is still starting raises from most client calls)."""
+        return wait_until(condition, timeout_s, what, interval_s=interval_s, retry_on=retry_on)
 
     def round_trip(self, prefix: str, n: int = 3, timeout_s: float = 30.0) -> list[Message]:
         """Create a topic, produce ``n`` records, read them back; assert they match."""

@@ -7,7 +7,7 @@ does not apply it itself; it re-publishes it to the cancel topic (key = the id),
 every sidecar reads the whole cancel topic (manual assignment, no group) and applies
 each cancel to every store it holds. Cancels are tiny and rare next to messages.
 
-Protocol:
+Protocol (the feed is :mod:`cancel_feed`):
 
 1. ingest: a cancel record from delay partition P is produced to the cancel topic; P's
    offset commits only once that produce is acknowledged (so it is never lost);
@@ -21,38 +21,74 @@ Protocol:
 
 from __future__ import annotations
 
-import logging
-import time
-from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import orjson
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from delaybridge.bridge.partition import PartitionState
-from delaybridge.bridge.settings import KafkaSettings
-from delaybridge.connectors.kafka import make_consumer, wrap
-from delaybridge.errors import KafkaError
+from delaybridge.bridge.tally import Tally
 
-log = logging.getLogger(__name__)
+MAX_ID_BYTES = 0xFFFF  # the store's cancel log holds ids up to this length
+MAX_TOPIC_CHARS = 249  # Kafka's limit on topic names
+
+
+class UnreadableCancel(ValueError):
+    """A record on the cancel topic that is not a cancel this sidecar can apply."""
 
 
 @dataclass(frozen=True, slots=True)
 class CancelRequest:
+    """A cancel as carried on the cancel topic (JSON; key = the id).
+
+    ``sent_ms`` is the cancel record's timestamp in the delay topic: the cancel applies
+    to messages with its id sent before it (DESIGN §2); None (the admin API, records of
+    an older sidecar) cancels whatever is pending with the id.
+    """
+
     id: str
     target_topic: str | None
     origin: str
+    sent_ms: int | None = None
 
     def encode(self) -> bytes:
-        return orjson.dumps(
-            {"id": self.id, "target_topic": self.target_topic, "origin": self.origin}
-        )
+        doc: dict[str, object] = {
+            "id": self.id,
+            "target_topic": self.target_topic,
+            "origin": self.origin,
+        }
+        if self.sent_ms is not None:
+            doc["sent_ms"] = self.sent_ms
+        return orjson.dumps(doc)
 
     @classmethod
     def decode(cls, raw: bytes) -> CancelRequest:
-        doc = orjson.loads(raw)
-        return cls(str(doc["id"]), doc.get("target_topic"), str(doc.get("origin", "")))
+        """Parse and check one cancel-topic value; UnreadableCancel says what is wrong.
+
+        Anything may be written to the cancel topic (by mistake or on purpose), and every
+        replica reads all of it, so nothing here may raise anything else.
+        """
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise UnreadableCancel(f"not JSON: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise UnreadableCancel(f"expected a JSON object, got {type(doc).__name__}")
+        id, topic, origin, sent = (doc.get(k) for k in ("id", "target_topic", "origin", "sent_ms"))
+        if not isinstance(id, str) or not id:
+            raise UnreadableCancel("'id' must be a non-empty string")
+        if len(id.encode()) > MAX_ID_BYTES:
+            raise UnreadableCancel(f"'id' is longer than {MAX_ID_BYTES} bytes")
+        if topic is not None and (not isinstance(topic, str) or len(topic) > MAX_TOPIC_CHARS):
+            raise UnreadableCancel(
+                f"'target_topic' must be a topic name (at most {MAX_TOPIC_CHARS}) or null"
+            )
+        if not isinstance(origin, str | None):
+            raise UnreadableCancel("'origin' must be a string")
+        if sent is not None and (not isinstance(sent, int) or isinstance(sent, bool)):
+            raise UnreadableCancel("'sent_ms' must be an integer")
+        return cls(id, topic, origin or "", sent)
 
 
 def apply_cancels(parts: Iterable[PartitionState], requests: list[CancelRequest]) -> list[bool]:
@@ -71,17 +107,26 @@ class CancelLedger:
     """Applies cancels and counts each one once, for the metrics.
 
     A cancel is *matched* when a store of this sidecar held its message, *unknown*
-    otherwise. The admin API applies a cancel locally and publishes it, so the same
-    cancel comes back from the feed and matches nothing the second time: ids matched in
-    the last ``grace_ms`` are remembered (at most ``limit``) and not counted again.
+    otherwise (both counted in the :class:`Tally`). The admin API applies a cancel
+    locally and publishes it, so the same cancel comes back from the feed and matches
+    nothing the second time: ids matched in the last ``grace_ms`` are remembered (at
+    most ``limit``) and not counted again.
     """
 
-    def __init__(self, grace_ms: int, limit: int = 100_000) -> None:
+    def __init__(
+        self,
+        grace_ms: int,
+        tally: Tally,
+        limit: int = 100_000,
+        on_removed: Callable[[PartitionState], None] | None = None,
+    ) -> None:
+        """``on_removed(part)`` runs for every store after cancels were applied to it
+        (the changelog tombstones what they removed)."""
+        self._on_removed = on_removed
         self._grace_ms = grace_ms
+        self._tally = tally
         self._limit = limit
         self._recent: OrderedDict[tuple[str, str | None], int] = OrderedDict()
-        self.matched = 0
-        self.unknown = 0
 
     def apply(
         self, parts: Iterable[PartitionState], requests: list[CancelRequest], now_ms: int
@@ -91,88 +136,17 @@ class CancelLedger:
             or next(iter(self._recent.values())) < now_ms - self._grace_ms
         ):
             self._recent.popitem(last=False)
+        parts = list(parts)
         hits = apply_cancels(parts, requests)
+        if self._on_removed is not None:
+            for part in parts:
+                self._on_removed(part)
         for request, hit in zip(requests, hits, strict=True):
             key = (request.id, request.target_topic)
             if hit:
-                self.matched += 1
+                self._tally.cancelled += 1
                 self._recent[key] = now_ms
                 self._recent.move_to_end(key)
             elif key not in self._recent:
-                self.unknown += 1
+                self._tally.cancel_unknown += 1
         return hits
-
-    def drain(self) -> tuple[int, int]:
-        """(matched, unknown) since the last drain."""
-        counts = (self.matched, self.unknown)
-        self.matched = self.unknown = 0
-        return counts
-
-
-class CancelFeed:
-    """Reads the cancel topic; one owner thread (the service loop)."""
-
-    def __init__(self, kafka: KafkaSettings, topic: str, grace_ms: int) -> None:
-        self._topic = topic
-        self._grace_ms = grace_ms
-        # No group membership: every sidecar reads every partition. (group.id is only
-        # there because librdkafka wants one; nothing is ever committed.)
-        plain = kafka.model_copy(update={"instance_id": ""})
-        self._consumer: Consumer = make_consumer(
-            plain, **{"group.id": f"{kafka.group_id}.cancel-feed"}
-        )
-        self.recent: deque[tuple[int, CancelRequest]] = deque()
-
-    def start(self, now_ms: int, timeout_s: float) -> None:
-        """Assign every partition of the cancel topic, from ``now - grace`` on."""
-        deadline = time.monotonic() + timeout_s
-        while True:  # a topic created a moment ago may not show its partitions yet
-            metadata = self._consumer.list_topics(self._topic, timeout=timeout_s)
-            topic = metadata.topics.get(self._topic)
-            if topic is not None and topic.error is None and topic.partitions:
-                break
-            if time.monotonic() >= deadline:
-                why = topic.error if topic is not None else "not in the metadata"
-                raise KafkaError(f"cancel topic {self._topic!r} is not usable: {why}")
-            time.sleep(0.2)
-        wanted = [TopicPartition(self._topic, p, now_ms - self._grace_ms) for p in topic.partitions]
-        try:
-            found = self._consumer.offsets_for_times(wanted, timeout=timeout_s)
-        except KafkaException as exc:
-            raise wrap(exc, f"offsets of cancel topic {self._topic!r}") from exc
-        # No record at or after that time: start at the end (offset -1 = OFFSET_END).
-        self._consumer.assign(
-            [
-                TopicPartition(self._topic, tp.partition, tp.offset if tp.offset >= 0 else -1)
-                for tp in found
-            ]
-        )
-
-    def poll(self, now_ms: int, max_records: int = 10_000) -> list[CancelRequest]:
-        out: list[CancelRequest] = []
-        for msg in self._consumer.consume(max_records, timeout=0):
-            err = msg.error()
-            if err is not None:
-                if not err.retriable() and err.fatal():
-                    raise RuntimeError(f"cancel topic {self._topic!r}: {err.str()}")
-                continue
-            raw = msg.value()
-            try:
-                request = CancelRequest.decode(raw if raw is not None else b"")
-            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-                log.warning(
-                    "cancel topic %s/%s/%s: unreadable cancel (%s); ignored",
-                    msg.topic(),
-                    msg.partition(),
-                    msg.offset(),
-                    exc,
-                )
-                continue
-            out.append(request)
-            self.recent.append((now_ms, request))
-        while self.recent and self.recent[0][0] < now_ms - self._grace_ms:
-            self.recent.popleft()
-        return out
-
-    def close(self) -> None:
-        self._consumer.close()

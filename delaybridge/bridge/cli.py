@@ -1,11 +1,14 @@
-"""Subcommands of the sidecar: ``run``, ``send``, ``cancel``, ``status``, ``demo``.
+"""Subcommands of the sidecar: ``run``, ``send``, ``cancel``, ``status``.
 
 delaybridge run [--config FILE]
-delaybridge send --to orders --delay 30s [--topic delay] [--key K] [--id ID] VALUE
+delaybridge send --to orders --delay 30s [--config FILE] [--topic delay] [--key K] [--id ID] VALUE
 delaybridge send --to orders --at 2026-11-22T08:00:00+01:00 VALUE
-delaybridge cancel [--topic delay] [--to orders] ID
+delaybridge cancel [--config FILE] [--topic delay] [--to orders] ID
 delaybridge status [--url http://127.0.0.1:8080] [--token T]
-delaybridge demo                       # the README's main command
+
+``send`` and ``cancel`` read the same settings as ``run`` (the file, then ``DELAYBRIDGE_*``
+variables), so they reach the cluster as the sidecar does: TLS and SASL from
+``kafka.client`` included. ``--bootstrap`` and ``--topic`` override the settings.
 """
 
 from __future__ import annotations
@@ -13,12 +16,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from delaybridge.errors import DelayBridgeError
+
+if TYPE_CHECKING:
+    from delaybridge.connectors import KafkaSettings
 
 
 def register(commands: Any, bench: Any) -> None:
@@ -48,25 +55,42 @@ def register(commands: Any, bench: Any) -> None:
     status.add_argument("--url", default="http://127.0.0.1:8080", help="sidecar HTTP address")
     status.add_argument("--token", default=os.environ.get("DELAYBRIDGE_HTTP__ADMIN_TOKEN", ""))
     status.set_defaults(handler=_status)
-
-    demo = commands.add_parser("demo", help="broker, sidecar, delayed messages, report")
-    demo.add_argument("--work-dir", type=Path, default=Path("var/demo"))
-    demo.add_argument("--port", type=int, default=39092, help="demo broker client port")
-    demo.add_argument("--no-report", action="store_true", help="skip the Spark reconciliation")
-    demo.set_defaults(handler=_demo)
-
-    from delaybridge.bridge.bench import register_bench
-
-    register_bench(bench)
+    del bench  # the sidecar's benchmark is `bench e2e`, registered by delaybridge.tools
 
 
 def _kafka_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--bootstrap",
-        default=os.environ.get("DELAYBRIDGE_KAFKA__BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
-        help="Kafka bootstrap servers",
+        "--config",
+        type=Path,
+        help="YAML settings file, as for `run` (default $DELAYBRIDGE_CONFIG): its kafka "
+        "section (bootstrap_servers, client: TLS/SASL) and delay_topics apply, and so do "
+        "DELAYBRIDGE_* variables (e.g. DELAYBRIDGE_KAFKA__CLIENT='{\"sasl.password\": ...}')",
     )
-    parser.add_argument("--topic", default="delay", help="the delay topic")
+    parser.add_argument(
+        "--bootstrap",
+        help="Kafka bootstrap servers (default: the settings' kafka.bootstrap_servers)",
+    )
+    parser.add_argument(
+        "--topic", help="the delay topic (default: the settings' first delay topic)"
+    )
+
+
+def _kafka_target(args: argparse.Namespace) -> tuple[KafkaSettings, str]:
+    """The cluster and delay topic of ``send``/``cancel``: settings, then the options."""
+    from delaybridge.bridge.settings import load
+
+    settings = load(args.config)
+    kafka = settings.kafka
+    if args.bootstrap:
+        kafka = kafka.model_copy(update={"bootstrap_servers": args.bootstrap})
+    if args.topic:
+        return kafka, str(args.topic)
+    if settings.delay_topic_pattern or not settings.delay_topics:
+        raise DelayBridgeError(
+            "give --topic: the settings name no delay topic "
+            f"(delay_topic_pattern={settings.delay_topic_pattern!r})"
+        )
+    return kafka, settings.delay_topics[0]
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -84,15 +108,19 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with HttpServer(settings.http, service, service.metrics) as http:
+    with HttpServer(settings.http, service.control, service.metrics) as http:
         print(f"delaybridge: HTTP on {http.url}", flush=True)
         service.run()
+    if service.control.failure is not None:
+        print(f"delaybridge: stopped: {service.control.failure}", file=sys.stderr)
+        return 3
     return 0
 
 
 def _send(args: argparse.Namespace) -> int:
     from delaybridge.bridge.sender import send_delayed
 
+    kafka, topic = _kafka_target(args)
     headers = []
     for item in args.header:
         name, sep, value = item.partition("=")
@@ -100,8 +128,8 @@ def _send(args: argparse.Namespace) -> int:
             raise DelayBridgeError(f"--header {item!r}: expected NAME=VALUE")
         headers.append((name, value))
     ref = send_delayed(
-        args.bootstrap,
-        args.topic,
+        kafka,
+        topic,
         args.to,
         args.value.encode(),
         key=None if args.key is None else args.key.encode(),
@@ -117,7 +145,8 @@ def _send(args: argparse.Namespace) -> int:
 def _cancel(args: argparse.Namespace) -> int:
     from delaybridge.bridge.sender import send_cancel
 
-    ref = send_cancel(args.bootstrap, args.topic, args.id, target_topic=args.to)
+    kafka, topic = _kafka_target(args)
+    ref = send_cancel(kafka, topic, args.id, target_topic=args.to)
     print(f"cancel for {args.id!r} sent to {ref}")
     return 0
 
@@ -133,9 +162,3 @@ def _status(args: argparse.Namespace) -> int:
         raise DelayBridgeError(f"cannot reach the sidecar at {args.url}: {exc}") from exc
     print(json.dumps(doc, indent=2, sort_keys=True))
     return 0
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from delaybridge.bridge.demo import run_demo
-
-    return run_demo(args.work_dir, port=args.port, report=not args.no_report)

@@ -1,79 +1,47 @@
-"""Due messages out: take bounded batches from the stores, produce, account for acks.
+"""Due messages out: take bounded batches from the stores, produce, account for outcomes.
 
-Per turn, :meth:`Deliverer.pump` asks each partition's store for due records while the
-number in flight stays under ``max_in_flight_records`` and produces them in the order
-the store gives (due tick, then arrival: FIFO per source partition within a tick). A
-million messages due in one tick therefore stream out in bounded batches at producer
-speed, never all in memory.
+Per turn, :meth:`Deliverer.pump` fills each partition's
+:class:`~delaybridge.bridge.pipeline.DeliveryPipeline` from its store while fewer than
+``max_in_flight_records`` are in flight (and the partition's unmarked records stay under
+the same bound), and produces the held records in store order (due tick, then arrival:
+FIFO per source partition within a tick). A million messages due in one tick therefore
+stream out in bounded batches at producer speed, never all in memory.
 
-Outcomes of one produced record (delivery callback, on the owner thread):
+First tries go out from the hot loop (:meth:`Deliverer._produce_run`); a first try that
+fails becomes an :class:`~delaybridge.bridge.attempts.Attempt`, judged by the rules in
+``bridge/attempts.py``: retried later (*parked* in the store, so the cursor moves on
+and nothing waits in memory) or dead-lettered. Acks resolve their batch; the store's
+cursor moves over a batch once every record of it and before it is resolved.
 
-1. acked → counted, lateness observed, its batch moves toward ``commit_delivered``;
-2. the target topic or partition does not exist → retried with exponential backoff
-   until ``missing_topic_retry_ms`` after the first failure, then dead-lettered;
-3. too large for the target, or any other permanent error → dead-lettered at once;
-4. the dead-letter produce itself fails → retried with backoff until it succeeds
-   (nothing is dropped; the delivery cursor waits, so a restart repeats it).
-
-A record counts as resolved for its batch only once acked here or in the dead-letter
-topic.
+Not thread-safe: the service's owner thread calls it; outcomes arrive from
+``Outbox.poll`` on that thread.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Message
 
-from delaybridge.bridge.deadletter import dead_letter_headers
+from delaybridge.bridge.attempts import RETRY_HEADER, TOO_LARGE, Attempt, judge
+from delaybridge.bridge.backoff import RetryQueue, backoff_ms
+from delaybridge.bridge.changelog import Changelog
+from delaybridge.bridge.deadletter import dead_letter_headers, shrunk
 from delaybridge.bridge.headers import delivered_headers
-from delaybridge.bridge.partition import Batch, PartitionState
+from delaybridge.bridge.outbox import Outbox
+from delaybridge.bridge.partition import PartitionState, Role
+from delaybridge.bridge.pipeline import Batch
 from delaybridge.bridge.ratelimit import RateLimits
-from delaybridge.bridge.reasons import Reason
 from delaybridge.bridge.settings import DeliverySettings
+from delaybridge.bridge.tally import Tally
+from delaybridge.errors import DelayBridgeError
 from delaybridge.timerlog import Clock, DueRecord
 
 log = logging.getLogger(__name__)
-
-_MISSING = {
-    RdKafkaError._UNKNOWN_TOPIC: Reason.TARGET_TOPIC_MISSING,
-    RdKafkaError.UNKNOWN_TOPIC_OR_PART: Reason.TARGET_TOPIC_MISSING,
-    RdKafkaError._UNKNOWN_PARTITION: Reason.TARGET_PARTITION_MISSING,
-}
-_TOO_LARGE = {RdKafkaError.MSG_SIZE_TOO_LARGE, RdKafkaError.RECORD_LIST_TOO_LARGE}
-_BACKOFF_MIN_MS = 500
-_BACKOFF_MAX_MS = 30_000
-
-
-@dataclass(order=True)
-class _Retry:
-    at_ms: int
-    seq: int
-    due: DueRecord = field(compare=False)
-    batch: Batch = field(compare=False)
-    part: PartitionState = field(compare=False)
-    first_failure_ms: int = field(compare=False)
-    attempts: int = field(compare=False)
-    dead_letter: tuple[Reason, str] | None = field(compare=False, default=None)
-
-
-@dataclass
-class DeliveryCounters:
-    """Counts since the last :meth:`Deliverer.drain_counters` (for metrics, per turn)."""
-
-    delivered: dict[str, int] = field(default_factory=dict)
-    dead_lettered: dict[Reason, int] = field(default_factory=dict)
-    retries: dict[Reason, int] = field(default_factory=dict)
-    lateness_ms: list[int] = field(default_factory=list)
-    early: int = 0
 
 
 class Deliverer:
@@ -81,267 +49,205 @@ class Deliverer:
 
     def __init__(
         self,
-        producer: Producer,
+        outbox: Outbox,
         settings: DeliverySettings,
         dead_letter_topic: str,
         clock: Clock,
+        tally: Tally,
+        retries: RetryQueue,
+        changelog: Changelog | None = None,
     ) -> None:
-        self._producer = producer
+        self._changelog = changelog
+        self._outbox = outbox
         self._settings = settings
         self._dlt = dead_letter_topic
         self._clock = clock
+        self._tally = tally
         self._limits = RateLimits(settings.rate_limits_per_s, time.monotonic())
-        self._retries: list[_Retry] = []
-        self._seq = itertools.count()
-        self.in_flight = 0
-        self.counters = DeliveryCounters()
+        self._retries = retries
 
     # -- the turn ---------------------------------------------------------------------
 
     def pump(self, parts: Iterable[PartitionState]) -> int:
         """Produce what is due, within the in-flight bound. Returns records produced."""
-        produced = self._run_retries()
+        produced = 0
         limit = self._settings.max_in_flight_records
+        outbox = self._outbox
         for part in parts:
-            while self.in_flight < limit:
-                if not part.held:
-                    taken = part.store.take_due(
-                        min(self._settings.batch_max_records, limit - self.in_flight)
-                    )
-                    if not taken:
+            if part.role is not Role.ACTIVE:
+                continue  # restoring: nothing of it goes out yet
+            pipeline = part.pipeline
+            while outbox.in_flight < limit:
+                if pipeline.front() is None:
+                    room = min(limit - outbox.in_flight, limit - pipeline.unmarked)
+                    if room <= 0 or not pipeline.take(min(self._settings.batch_max_records, room)):
                         break
-                    batch = Batch(taken[-1].cursor, len(taken))
-                    part.batches.append(batch)
-                    part.held.extend((due, batch) for due in taken)
-                produced += self._produce_held(part)
-                if part.held:
+                done, blocked = self._produce_held(part)
+                produced += done
+                if blocked:
                     break  # queue full or rate limited: the rest waits for the next turn
         return produced
 
-    def _produce_held(self, part: PartitionState) -> int:
-        """The hot path: produce ``part.held`` in order until done or blocked."""
-        held = part.held
-        produce = self._producer.produce
-        limits = self._limits
-        lateness = self.counters.lateness_ms
-        prefix = part.origin_prefix
-        on_ack = self._on_ack
+    def _produce_held(self, part: PartitionState) -> tuple[int, bool]:
+        """Produce the partition's held records in order.
+
+        Returns (records handed over, blocked?) where blocked means the producer queue
+        is full, a rate limit said wait, or the store handed out an early record.
+        """
+        pipeline = part.pipeline
         now_ms = self._clock.now_ms()
         now_s = time.monotonic()
         done = 0
-        while held:
-            due, batch = held[0]
+        while (run := pipeline.front()) is not None:
+            start = run.produced
+            sent = self._produce_run(part, run.records, start, run.batch, now_ms, now_s)
+            pipeline.produced(sent)
+            done += sent
+            if start + sent < len(run.records):
+                return done, True
+        return done, False
+
+    def _produce_run(
+        self,
+        part: PartitionState,
+        records: list[DueRecord],
+        start: int,
+        batch: Batch,
+        now_ms: int,
+        now_s: float,
+    ) -> int:
+        """The hot loop: produce ``records[start:]``; returns how many went out."""
+        limits = self._limits
+        send = self._outbox.send
+        first_outcome = self._first_outcome
+        prefix = part.origin_prefix
+        lateness = self._tally.lateness_ms
+        for i in range(start, len(records)):
+            due = records[i]
             rec = due.record
             if limits and not limits.allow(rec.target_topic, now_s):
-                break
+                return i - start
             if now_ms < rec.due_ms:  # the store must never hand out early records
-                self.counters.early += 1
-                log.error(
-                    "store handed out %s %d ms early; holding it", rec.id, rec.due_ms - now_ms
-                )
-                break
+                self._tally.early += 1
+                early_ms = rec.due_ms - now_ms
+                log.error("store handed out %s %d ms early; holding it", rec.id, early_ms)
+                return i - start
+            if rec.headers and rec.headers[-1][0] == RETRY_HEADER:  # a parked retry
+                if not self._send(Attempt.of(part, due, batch)):
+                    return i - start
+                continue
             headers = delivered_headers(
                 rec.headers, rec.id, prefix + str(rec.source_offset), rec.due_ms
             )
-            try:
-                # A failed delivery report carries no headers: the callback keeps the record.
-                on_delivery = partial(on_ack, part, batch, due)
-                if rec.target_partition >= 0:
-                    produce(
-                        rec.target_topic,
-                        rec.value,
-                        rec.key,
-                        rec.target_partition,
-                        on_delivery=on_delivery,
-                        headers=headers,
-                    )
-                else:
-                    produce(
-                        rec.target_topic,
-                        rec.value,
-                        rec.key,
-                        on_delivery=on_delivery,
-                        headers=headers,
-                    )
-            except BufferError:
-                self._producer.poll(0)
-                break
-            except KafkaException as exc:  # refused before sending (too large, ...)
-                self._failed(part, due, batch, exc.args[0], now_ms, 1)
-            else:
-                self.in_flight += 1
-                # The record's timestamp (CreateTime) is now: what its consumers will see.
-                lateness.append(now_ms - rec.due_ms)
-            held.popleft()
-            done += 1
-        return done
+            partition = rec.target_partition if rec.target_partition >= 0 else None
+            on_delivery = partial(first_outcome, part, due, batch)
+            if not send(rec.target_topic, rec.value, rec.key, headers, on_delivery, partition):
+                return i - start
+            # The record's timestamp (CreateTime) is now: what its consumers will see.
+            # Counted from when it could first go out: a message sent already past due
+            # and delivered at once is on time (as the reconciliation counts it).
+            sent = rec.source_timestamp_ms if rec.source_timestamp_ms < now_ms else now_ms
+            lateness.append(now_ms - (rec.due_ms if rec.due_ms >= sent else sent))
+        return len(records) - start
 
-    def _on_ack(
+    def _first_outcome(
         self,
         part: PartitionState,
-        batch: Batch,
         due: DueRecord,
+        batch: Batch,
         err: RdKafkaError | None,
-        msg: Any,
+        msg: Message | None,
     ) -> None:
-        """Delivery report of a record produced by :meth:`_produce_held`."""
-        self.in_flight -= 1
+        """The delivery report of a first try: no Attempt is built unless it failed."""
         if err is None:
-            topic_counts = self.counters.delivered
+            delivered = self._tally.delivered
             topic = due.record.target_topic
-            topic_counts[topic] = topic_counts.get(topic, 0) + 1
-            part.resolve(batch)
+            delivered[topic] = delivered.get(topic, 0) + 1
+            part.pipeline.resolve(batch)
+            if self._changelog is not None:
+                self._changelog.removed(part, due.record)
         else:
-            self._failed(part, due, batch, err, self._clock.now_ms(), 1)
+            self._outcome(Attempt.of(part, due, batch), err, msg)
 
-    def next_retry_ms(self) -> int | None:
-        return self._retries[0].at_ms if self._retries else None
+    # -- attempts -------------------------------------------------------------------------
 
-    def drain_counters(self) -> DeliveryCounters:
-        counters, self.counters = self.counters, DeliveryCounters()
-        return counters
+    def _send(self, attempt: Attempt) -> bool:
+        """Produce an attempt (to its target, or to the dead-letter topic once it is
+        bound there); False when the producer queue is full (nothing sent)."""
+        rec = attempt.due.record
+        headers = delivered_headers(attempt.headers, rec.id, attempt.origin, attempt.due_ms)
+        on_delivery = partial(self._outcome, attempt)
+        if attempt.dead_letter is None:
+            partition = rec.target_partition if rec.target_partition >= 0 else None
+            return self._outbox.send(
+                rec.target_topic, rec.value, rec.key, headers, on_delivery, partition
+            )
+        reason, detail = attempt.dead_letter
+        headers = dead_letter_headers(headers, reason, detail, attempt.origin)
+        value = rec.value
+        if attempt.shrink:
+            value, headers = None, shrunk(headers, rec.value, attempt.shrink)
+        return self._outbox.send(self._dlt, value, rec.key, headers, on_delivery)
 
-    # -- producing --------------------------------------------------------------------
-
-    def _send(
-        self,
-        part: PartitionState,
-        due: DueRecord,
-        batch: Batch,
-        first_try_ms: int,
-        attempts: int,
-    ) -> bool:
-        """Produce one due record; False when the producer queue is full (try later)."""
-        rec = due.record
-        origin = part.origin_prefix + str(rec.source_offset)
-        kwargs: dict[str, Any] = {}
-        if rec.target_partition >= 0:
-            kwargs["partition"] = rec.target_partition
-
-        def on_delivery(err: RdKafkaError | None, msg: Any) -> None:
-            if msg is not None:
-                self.in_flight -= 1
-            if err is None:
-                counts = self.counters.delivered
-                counts[rec.target_topic] = counts.get(rec.target_topic, 0) + 1
-                part.resolve(batch)
+    def _outcome(self, attempt: Attempt, err: RdKafkaError | None, _msg: Message | None) -> None:
+        """The delivery report of an attempt (rules: ``bridge/attempts.py``)."""
+        if err is None:
+            if attempt.dead_letter is None:
+                self._tally.delivered[attempt.due.record.target_topic] += 1
             else:
-                self._failed(part, due, batch, err, first_try_ms, attempts + 1)
-
-        try:
-            self._producer.produce(
-                rec.target_topic,
-                rec.value,
-                rec.key,
-                headers=delivered_headers(rec.headers, rec.id, origin, rec.due_ms),
-                on_delivery=on_delivery,
-                **kwargs,
-            )
-        except BufferError:
-            self._producer.poll(0)
-            return False
-        except KafkaException as exc:
-            on_delivery(exc.args[0], None)  # same path as a failed ack (too large, ...)
-            return True
-        self.in_flight += 1
-        return True
-
-    def _failed(
-        self,
-        part: PartitionState,
-        due: DueRecord,
-        batch: Batch,
-        err: RdKafkaError,
-        first_try_ms: int,
-        attempts: int,
-    ) -> None:
-        code = err.code()
+                self._tally.dead_lettered[attempt.dead_letter[0]] += 1
+            attempt.part.pipeline.resolve(attempt.batch)
+            if self._changelog is not None:
+                self._changelog.removed(attempt.part, attempt.due.record)
+            return
         now_ms = self._clock.now_ms()
-        rec = due.record
-        where = f"topic {rec.target_topic!r}"
-        if rec.target_partition >= 0:
-            where += f" partition {rec.target_partition}"
-        if code in _MISSING:
-            reason = _MISSING[code]
-            if now_ms - first_try_ms < self._settings.missing_topic_retry_ms:
-                self.counters.retries[reason] = self.counters.retries.get(reason, 0) + 1
-                self._retry_later(part, due, batch, first_try_ms, attempts)
+        if not attempt.failures:
+            attempt.first_failure_ms = now_ms
+        attempt.failures += 1
+        if attempt.dead_letter is not None:
+            if err.code() in TOO_LARGE and attempt.shrink < 2:
+                attempt.shrink += 1
+                log.warning("dead-letter topic %r refused %s as too large; shrinking it",
+                            self._dlt, attempt.due.record.id)  # fmt: skip
+                self._resend(attempt)
                 return
-            detail = f"{where} missing for {now_ms - first_try_ms} ms: {err.str()}"
-        elif code in _TOO_LARGE:
-            reason, detail = Reason.RECORD_TOO_LARGE, f"{where}: {err.str()}"
-        else:
-            reason, detail = Reason.DELIVERY_FAILED, f"{where}: {err.str()} [{err.name()}]"
-        self._dead_letter(part, due, batch, reason, detail)
+            log.error("dead-letter topic %r refused %s: %s; retrying later",
+                      self._dlt, attempt.due.record.id, err.str())  # fmt: skip
+            self._park(attempt)
+            return
+        verdict = judge(err, attempt, now_ms, self._settings)
+        if verdict.retry:
+            self._tally.retries[verdict.reason] += 1
+            self._park(attempt)
+            return
+        attempt.dead_letter = (verdict.reason, verdict.detail)
+        attempt.failures = 0
+        self._resend(attempt)
 
-    def _dead_letter(
-        self,
-        part: PartitionState,
-        due: DueRecord,
-        batch: Batch,
-        reason: Reason,
-        detail: str,
-        attempts: int = 0,
-    ) -> None:
-        rec = due.record
-        origin = part.origin_prefix + str(rec.source_offset)
-        headers = dead_letter_headers(
-            delivered_headers(rec.headers, rec.id, origin, rec.due_ms), reason, detail, origin
-        )
+    def _resend(self, attempt: Attempt) -> None:
+        if not self._send(attempt):
+            self._park(attempt)
 
-        def on_dlt(err: RdKafkaError | None, msg: Any) -> None:
-            if msg is not None:
-                self.in_flight -= 1
-            if err is None:
-                self.counters.dead_lettered[reason] = self.counters.dead_lettered.get(reason, 0) + 1
-                part.resolve(batch)
-                return
-            log.error("dead-letter topic %r refused %s: %s; retrying", self._dlt, rec.id, err.str())
-            self._retry_later(part, due, batch, 0, attempts + 1, (reason, detail))
-
+    def _park(self, attempt: Attempt) -> None:
+        """Retry after an exponential backoff (0.5 s doubling to 30 s), waiting in the
+        store (see ``bridge/attempts.py``); in memory if the store cannot take it."""
+        at_ms = self._clock.now_ms() + backoff_ms(attempt.failures)
+        if attempt.part.closed:
+            return  # its partition moved away; the next owner delivers it
+        part, parked = attempt.part, attempt.parked(at_ms)
         try:
-            self._producer.produce(
-                self._dlt, rec.value, rec.key, headers=headers, on_delivery=on_dlt
-            )
-            self.in_flight += 1
-        except (BufferError, KafkaException) as exc:
-            log.error("cannot dead-letter %s to %r now: %s; retrying", rec.id, self._dlt, exc)
-            self._retry_later(part, due, batch, 0, attempts + 1, (reason, detail))
+            encoded = part.store.append([parked])
+        except (OSError, DelayBridgeError) as exc:
+            log.warning("cannot park %s in its store (%s); retrying from memory",
+                        attempt.origin, exc)  # fmt: skip
+            self._retries.at(at_ms, partial(self._retry, attempt))
+            return
+        part.pipeline.resolve(attempt.batch)
+        if self._changelog is not None:  # the new copy, then the old one's tombstone
+            self._changelog.stored(part, [parked], encoded.records(), gate_offset=False)
+            self._changelog.removed(part, attempt.due.record)
 
-    def _retry_later(
-        self,
-        part: PartitionState,
-        due: DueRecord,
-        batch: Batch,
-        first_failure_ms: int,
-        attempts: int,
-        dead_letter: tuple[Reason, str] | None = None,
-    ) -> None:
-        """Try again after an exponential backoff (0.5 s doubling to 30 s)."""
-        backoff = min(_BACKOFF_MAX_MS, _BACKOFF_MIN_MS * 2 ** min(attempts, 10))
-        retry = _Retry(
-            self._clock.now_ms() + backoff, next(self._seq), due, batch, part,
-            first_failure_ms, attempts, dead_letter,
-        )  # fmt: skip
-        heapq.heappush(self._retries, retry)
-
-    def _run_retries(self) -> int:
-        now_ms = self._clock.now_ms()
-        done = 0
-        while self._retries and self._retries[0].at_ms <= now_ms:
-            retry = heapq.heappop(self._retries)
-            if retry.part.closed:
-                continue  # its partition moved away; the next owner delivers it
-            if retry.dead_letter is not None:
-                reason, detail = retry.dead_letter
-                self._dead_letter(
-                    retry.part, retry.due, retry.batch, reason, detail, retry.attempts
-                )
-            elif not self._send(
-                retry.part, retry.due, retry.batch, retry.first_failure_ms, retry.attempts
-            ):
-                retry.at_ms = now_ms + _BACKOFF_MIN_MS
-                heapq.heappush(self._retries, retry)
-                break
-            done += 1
-        return done
+    def _retry(self, attempt: Attempt) -> bool:
+        if attempt.part.closed:
+            return True  # its partition moved away; the next owner delivers it
+        return self._send(attempt)

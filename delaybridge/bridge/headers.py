@@ -2,21 +2,16 @@
 
 :func:`classify` turns a delay-topic record into a :class:`Schedule` (deliver later), a
 :class:`Cancel` or a :class:`Rejected` (dead-letter, with a stable :class:`Reason`). It is a
-pure function of the record and the rules, shared by the sidecar and the PySpark
-reconciliation so the two can never disagree.
+pure function of the record, the rules and (in the sidecar) the ingest clock, shared by
+the sidecar and the PySpark reconciliation so the two can never disagree. It never
+raises on bad input: every header value a producer can send ends in a decision.
 
-Timing precedence, when a record carries several timing headers (first present wins)::
-
-    deliver-at-ms > deliver-at > delay-ms > delay-sec              (native)
-    > TIMER_DELIVER_MS > TIMER_DELAY_MS > TIMER_DELAY_SEC > DELAY   (RocketMQ 5, then 4)
-    > scheduler-epoch                                               (etf1)
-
-Absolute times beat relative ones within each family, and native headers beat
-compatibility headers, so a producer migrating header by header always gets the new
-meaning. The same header repeated with different values is ``conflicting-time``.
-Relative delays count from the record's Kafka timestamp, so a replay after a restart
-computes the same due time as the live record did. A due time in the past is delivered
-at once; a negative relative delay is ``bad-time`` (it is always a producer bug).
+When a record is due (timing precedence, the base of a relative delay, rounding) is in
+``bridge/due.py``; the target checks and the settings-derived rules in
+``bridge/rules.py``. The same control header repeated with different values is
+``conflicting-time`` (timing) or ``bad-header``. Values must fit the store's format:
+an id, a header name or the header count over 65,535 (bytes) is ``bad-header``, a
+target partition outside 0..2^31-1 ``bad-partition``.
 
 Cancels: ``delay-cancel: <id>`` or ``TIMER_DEL_UNIQKEY: <id>``, or an etf1 tombstone (a
 null value keyed by the schedule id, with no timing header). A cancel that names a
@@ -25,78 +20,36 @@ target topic only cancels a message bound for that topic.
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from delaybridge.bridge.reasons import Reason
-from delaybridge.bridge.timing import (
-    TimeFormatError,
-    level_delay_ms,
-    parse_int,
-    parse_level_table,
-    parse_rfc3339_ms,
+from delaybridge.bridge.due import TIMING_PRECEDENCE, delay_base_ms, due_ms
+from delaybridge.bridge.header_names import (
+    CONTROL_HEADERS,
+    DELAY_CANCEL,
+    DELAY_ID,
+    ETF1_EPOCH,
+    ETF1_TARGET_KEY,
+    ETF1_TARGET_TOPIC,
+    OUT_DUE_MS,
+    OUT_ID,
+    OUT_ORIGIN,
+    RMQ_CANCEL,
+    RMQ_UNIQ_KEY,
+    TARGET_PARTITION,
+    TARGET_TOPIC,
 )
+from delaybridge.bridge.reasons import Reason
+from delaybridge.bridge.rules import HeaderRules, Rejection
+from delaybridge.bridge.timing import TimeFormatError, parse_int
 
 Headers = Sequence[tuple[str, bytes | None]]
 
-TARGET_TOPIC = "delay-target-topic"
-TARGET_PARTITION = "delay-target-partition"
-DELAY_MS = "delay-ms"
-DELAY_SEC = "delay-sec"
-DELIVER_AT_MS = "deliver-at-ms"
-DELIVER_AT = "deliver-at"
-DELAY_ID = "delay-id"
-DELAY_CANCEL = "delay-cancel"
-RMQ_DELIVER_MS = "TIMER_DELIVER_MS"
-RMQ_DELAY_MS = "TIMER_DELAY_MS"
-RMQ_DELAY_SEC = "TIMER_DELAY_SEC"
-RMQ_CANCEL = "TIMER_DEL_UNIQKEY"
-RMQ_LEVEL = "DELAY"
-RMQ_UNIQ_KEY = "UNIQ_KEY"
-ETF1_EPOCH = "scheduler-epoch"
-ETF1_TARGET_TOPIC = "scheduler-target-topic"
-ETF1_TARGET_KEY = "scheduler-target-key"
-# Added to every delivered record.
-OUT_ID = "delay-id"
-OUT_ORIGIN = "delay-origin"
-OUT_DUE_MS = "delay-due-ms"
-# Added to every dead-lettered record.
-OUT_ERROR = "delay-error"
-OUT_ERROR_DETAIL = "delay-error-detail"
-
-# Control headers: consumed here, stripped from the delivered record.
-CONTROL_HEADERS = frozenset(
-    {
-        TARGET_TOPIC,
-        TARGET_PARTITION,
-        DELAY_MS,
-        DELAY_SEC,
-        DELIVER_AT_MS,
-        DELIVER_AT,
-        DELAY_ID,
-        DELAY_CANCEL,
-        RMQ_DELIVER_MS,
-        RMQ_DELAY_MS,
-        RMQ_DELAY_SEC,
-        RMQ_CANCEL,
-        RMQ_LEVEL,
-        ETF1_EPOCH,
-        ETF1_TARGET_TOPIC,
-        ETF1_TARGET_KEY,
-        OUT_ORIGIN,
-        OUT_DUE_MS,
-    }
-)
-
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-
-
-@functools.lru_cache(maxsize=4096)
-def _legal_topic(name: str) -> bool:
-    """Target names repeat across millions of records: check each one once."""
-    return _TOPIC_NAME.match(name) is not None
+#: Limits of the store's record format (u16 lengths and counts, i32 partition).
+MAX_ID_BYTES = 0xFFFF
+MAX_HEADERS = 0xFFFF
+MAX_NAME_BYTES = 0xFFFF
+MAX_PARTITION = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +63,8 @@ class SourceRecord:
     key: bytes | None
     value: bytes | None
     headers: Headers
+    log_append_time: bool = False
+    """The timestamp is the broker's (LogAppendTime), not the producer's (CreateTime)."""
 
     @property
     def origin(self) -> str:
@@ -118,31 +73,6 @@ class SourceRecord:
     @property
     def default_id(self) -> str:
         return f"{self.topic}-{self.partition}-{self.offset}"
-
-
-@dataclass(frozen=True, slots=True)
-class HeaderRules:
-    """What classify() needs from the settings."""
-
-    delay_levels_ms: tuple[int, ...]
-    max_delay_ms: int
-    routes: dict[str, str]
-    delay_topics: frozenset[str] = frozenset()
-
-    @classmethod
-    def from_strings(
-        cls,
-        delay_levels: str,
-        max_delay_ms: int,
-        routes: dict[str, str] | None = None,
-        delay_topics: Sequence[str] = (),
-    ) -> HeaderRules:
-        return cls(
-            parse_level_table(delay_levels),
-            max_delay_ms,
-            dict(routes or {}),
-            frozenset(delay_topics),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,53 +100,49 @@ class Rejected:
 Decision = Schedule | Cancel | Rejected
 
 
-class _Reject(Exception):
-    def __init__(self, reason: Reason, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
+def classify(record: SourceRecord, rules: HeaderRules, now_ms: int | None = None) -> Decision:
+    """Decide what to do with one delay-topic record. Never raises on bad input.
 
-
-def classify(record: SourceRecord, rules: HeaderRules) -> Decision:
-    """Decide what to do with one delay-topic record. Never raises on bad input."""
+    ``now_ms`` is the sidecar's clock at ingest (it bounds a skewed CreateTime, see
+    ``bridge/due.py``); the reconciliation job passes None.
+    """
     try:
-        return _classify(record, rules)
-    except _Reject as rej:
+        return _classify(record, rules, now_ms)
+    except Rejection as rej:
         return Rejected(rej.reason, rej.detail)
 
 
-def _classify(record: SourceRecord, rules: HeaderRules) -> Decision:
+def _classify(record: SourceRecord, rules: HeaderRules, now_ms: int | None) -> Decision:
     found = _control_values(record.headers)
     cancel_id = found.get(DELAY_CANCEL) or found.get(RMQ_CANCEL)
     target = found.get(TARGET_TOPIC) or found.get(ETF1_TARGET_TOPIC)
     if cancel_id is not None:
-        return Cancel(cancel_id, target)
-    timing = [name for name in _TIMING_PRECEDENCE if name in found]
+        return Cancel(_checked_id(cancel_id, DELAY_CANCEL), _cancel_target(target, rules))
+    timing = [name for name in TIMING_PRECEDENCE if name in found]
     if record.value is None and not timing and record.key is not None:
-        return Cancel(_text(record.key, "record key"), target)  # etf1 tombstone
+        key_id = _checked_id(_text(record.key, "record key"), "record key")
+        return Cancel(key_id, _cancel_target(target, rules))  # etf1 tombstone
     target = target or rules.routes.get(record.topic)
     if not target:
-        raise _Reject(
+        raise Rejection(
             Reason.MISSING_TARGET,
             f"no {TARGET_TOPIC} header and no route for delay topic {record.topic!r}",
         )
-    if not _legal_topic(target):
-        raise _Reject(Reason.BAD_TARGET, f"{target!r} is not a legal Kafka topic name")
-    if target in rules.delay_topics:
-        raise _Reject(Reason.TARGET_IS_DELAY_TOPIC, f"target {target!r} is a delay topic")
+    rules.check_target(target)
     partition = -1
     if TARGET_PARTITION in found:
         try:
-            partition = parse_int(found[TARGET_PARTITION])
+            partition = parse_int(found[TARGET_PARTITION], maximum=MAX_PARTITION)
         except TimeFormatError as exc:
-            raise _Reject(Reason.BAD_PARTITION, f"header {TARGET_PARTITION}: {exc}") from exc
-    due_ms = _due_ms(record, found, timing, rules)
+            raise Rejection(Reason.BAD_PARTITION, f"header {TARGET_PARTITION}: {exc}") from exc
+    base = delay_base_ms(record.timestamp_ms, record.log_append_time, rules, now_ms)
+    due = due_ms(found, timing, base, rules)
     key = record.key
     if ETF1_TARGET_KEY in found:
         key = found[ETF1_TARGET_KEY].encode()
     return Schedule(
-        id=_message_id(record, found),
-        due_ms=due_ms,
+        id=_checked_id(_message_id(record, found), DELAY_ID),
+        due_ms=due,
         target_topic=target,
         target_partition=partition,
         key=key,
@@ -224,53 +150,11 @@ def _classify(record: SourceRecord, rules: HeaderRules) -> Decision:
     )
 
 
-_TIMING_PRECEDENCE = (
-    DELIVER_AT_MS,
-    DELIVER_AT,
-    DELAY_MS,
-    DELAY_SEC,
-    RMQ_DELIVER_MS,
-    RMQ_DELAY_MS,
-    RMQ_DELAY_SEC,
-    RMQ_LEVEL,
-    ETF1_EPOCH,
-)
-
-
-def _due_ms(
-    record: SourceRecord, found: dict[str, str], timing: list[str], rules: HeaderRules
-) -> int:
-    base = record.timestamp_ms
-    if not timing:
-        raise _Reject(Reason.BAD_TIME, "no timing header (" + ", ".join(_TIMING_PRECEDENCE) + ")")
-    name = timing[0]
-    text = found[name]
-    try:
-        if name in (DELIVER_AT_MS, RMQ_DELIVER_MS):
-            due = parse_int(text)
-        elif name == DELIVER_AT:
-            due = parse_rfc3339_ms(text)
-        elif name == ETF1_EPOCH:
-            due = parse_int(text) * 1000
-        elif name in (DELAY_MS, RMQ_DELAY_MS):
-            due = base + parse_int(text)
-        elif name in (DELAY_SEC, RMQ_DELAY_SEC):
-            due = base + parse_int(text) * 1000
-        else:  # RMQ_LEVEL
-            try:
-                level = parse_int(text)
-            except TimeFormatError as exc:
-                raise _Reject(Reason.UNKNOWN_DELAY_LEVEL, f"header {name}: {exc}") from exc
-            due = base + level_delay_ms(rules.delay_levels_ms, level)
-    except TimeFormatError as exc:
-        raise _Reject(Reason.BAD_TIME, f"header {name}: {exc}") from exc
-    if due - base > rules.max_delay_ms:
-        raise _Reject(
-            Reason.DELAY_TOO_LONG,
-            f"header {name}: due {due} is {due - base} ms after the record's timestamp "
-            f"{base}; the maximum is {rules.max_delay_ms} ms",
-        )
-    return due
+def _cancel_target(target: str | None, rules: HeaderRules) -> str | None:
+    """A cancel may name the target topic of the message it cancels: a legal name."""
+    if target is not None and not rules.is_topic_name(target):
+        raise Rejection(Reason.BAD_TARGET, f"{target[:300]!r} is not a legal Kafka topic name")
+    return target
 
 
 def _message_id(record: SourceRecord, found: dict[str, str]) -> str:
@@ -283,18 +167,35 @@ def _message_id(record: SourceRecord, found: dict[str, str]) -> str:
     return record.default_id
 
 
+def _checked_id(id: str, where: str) -> str:
+    if len(id) > MAX_ID_BYTES // 4 and len(id.encode()) > MAX_ID_BYTES:
+        raise Rejection(
+            Reason.BAD_HEADER, f"{where}: id of {len(id.encode())} bytes (max {MAX_ID_BYTES})"
+        )
+    return id
+
+
 def _control_values(headers: Headers) -> dict[str, str]:
     """The control headers (plus UNIQ_KEY) as text; repeated headers must agree."""
+    if len(headers) > MAX_HEADERS:
+        raise Rejection(Reason.BAD_HEADER, f"{len(headers)} headers (max {MAX_HEADERS})")
     found: dict[str, str] = {}
     for name, raw in headers:
         if name not in CONTROL_HEADERS and name != RMQ_UNIQ_KEY:
+            if len(name) > MAX_NAME_BYTES // 4 and len(name.encode()) > MAX_NAME_BYTES:
+                raise Rejection(
+                    Reason.BAD_HEADER,
+                    f"header name of {len(name.encode())} bytes (max {MAX_NAME_BYTES})",
+                )
             continue
         if raw is None:
-            raise _Reject(Reason.BAD_HEADER, f"header {name} has a null value")
+            raise Rejection(Reason.BAD_HEADER, f"header {name} has a null value")
         value = _text(raw, f"header {name}")
         if name in found and found[name] != value:
-            reason = Reason.CONFLICTING_TIME if name in _TIMING_PRECEDENCE else Reason.BAD_HEADER
-            raise _Reject(reason, f"header {name} appears twice: {found[name]!r} and {value!r}")
+            reason = Reason.CONFLICTING_TIME if name in TIMING_PRECEDENCE else Reason.BAD_HEADER
+            raise Rejection(
+                reason, f"header {name} appears twice: {found[name]!r:.80} and {value!r:.80}"
+            )
         found[name] = value
     return found
 
@@ -303,7 +204,7 @@ def _text(raw: bytes, what: str) -> str:
     try:
         return raw.decode("utf-8").strip()
     except UnicodeDecodeError as exc:
-        raise _Reject(Reason.BAD_HEADER, f"{what} is not UTF-8: {exc}") from exc
+        raise Rejection(Reason.BAD_HEADER, f"{what} is not UTF-8: {exc}") from exc
 
 
 def delivered_headers(

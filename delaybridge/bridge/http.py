@@ -21,7 +21,6 @@ Usage::
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import sys
@@ -34,7 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 from delaybridge.bridge.control import Control
 from delaybridge.bridge.metrics import Metrics
 from delaybridge.bridge.routes import Request, Router
-from delaybridge.bridge.settings import HttpSettings
+from delaybridge.bridge.settings import HttpSettings, is_loopback
 from delaybridge.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -115,16 +114,6 @@ class HttpServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and any loopback IP literal (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost may resolve anywhere
 
 
 def _token_state(settings: HttpSettings) -> str:

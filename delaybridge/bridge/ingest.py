@@ -1,63 +1,83 @@
-"""Delay-topic records in: classify, store, re-publish cancels, dead-letter bad input.
+"""Delay-topic records in: every record ends in exactly one place.
 
 :meth:`Ingestor.handle` takes one consumed batch. Each record is classified
 (:func:`~delaybridge.bridge.headers.classify`) and then:
 
-- a :class:`Schedule` is appended to its partition's store (in source-offset order, one
-  ``append`` call per partition and run of schedules);
-- a :class:`Cancel` is produced to the cancel topic (see ``bridge/cancels.py``);
-- a :class:`Rejected` record is produced, unchanged, to the dead-letter topic with its
-  reason code.
+- a :class:`Schedule` is appended to its partition's store (one ``append`` per run of
+  schedules of a partition);
+- a :class:`Cancel` is re-published to the cancel topic (``bridge/cancels.py``);
+- a :class:`Rejected` record goes, unchanged, to the dead-letter topic with its reason.
 
-Bad input never raises here and never stops a partition. Offsets are tracked so that a
-partition's commit position covers only records that are durable (``bridge/offsets.py``).
-One owner thread.
+Whatever a record contains, nothing it makes the code raise escapes: anything raised
+while deciding about it dead-letters it as ``internal-error`` (it is kept, never lost,
+and the partition moves on); a record the store's format cannot hold, though classify
+let it through, is dead-lettered alone while the rest of its run is stored.
+
+Offsets stay contiguous: a partition's pending run of schedules is appended *before* a
+side write of a later offset starts, so the commit position (``bridge/offsets.py``)
+never covers a schedule that is not in the store, even when the loop dies mid-batch.
+Schedules at offsets the store already holds (a re-read after a restart) are skipped;
+cancels and dead letters are written again (harmless duplicates).
+
+A run the store has no room for (disk full) is not lost: :meth:`Ingestor.handle`
+returns where to read its partition again from, and the service seeks there and
+pauses ingest until there is room (``bridge/flow.py``). One owner thread.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Message, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
-from confluent_kafka import KafkaException, Message, Producer
 
 from delaybridge.bridge.cancels import CancelRequest
+from delaybridge.bridge.changelog import Changelog
 from delaybridge.bridge.deadletter import dead_letter_headers
-from delaybridge.bridge.headers import (
-    Cancel,
-    HeaderRules,
-    Rejected,
-    Schedule,
-    SourceRecord,
-    classify,
-)
-from delaybridge.bridge.partition import PartitionState
+from delaybridge.bridge.headers import Cancel, Rejected, Schedule, SourceRecord, classify
+from delaybridge.bridge.partition import NO_SPACE, PartitionState, PartKey, Role
 from delaybridge.bridge.reasons import Reason
-from delaybridge.connectors.kafka import headers_of
-from delaybridge.timerlog import TimerRecord
+from delaybridge.bridge.rules import HeaderRules
+from delaybridge.bridge.side import SideWrite, SideWriter
+from delaybridge.bridge.tally import Tally
+from delaybridge.connectors import headers_of
+from delaybridge.timerlog import Clock, TimerRecord
+from delaybridge.timerlog.errors import DelayTooLong, InvalidRecord
 
 log = logging.getLogger(__name__)
-
-PartKey = tuple[str, int]
+#: A run of schedules waiting to be appended: the records and the messages they came from.
+Run = tuple[list[TimerRecord], list[Message]]
 
 
 class Ingestor:
     def __init__(
-        self, rules: HeaderRules, producer: Producer, dead_letter_topic: str, cancel_topic: str
+        self,
+        rules: HeaderRules,
+        side: SideWriter,
+        dead_letter_topic: str,
+        cancel_topic: str,
+        tally: Tally,
+        clock: Clock,
+        changelog: Changelog | None = None,
     ) -> None:
+        self._changelog = changelog
         self._rules = rules
-        self._producer = producer
+        self._side = side
         self._dlt = dead_letter_topic
         self._cancel_topic = cancel_topic
-        self.enqueued: Counter[str] = Counter()
-        self.dead_lettered: Counter[Reason] = Counter()
-        self.cancels_published = 0
+        self._tally = tally
+        self._clock = clock
 
-    def handle(self, messages: list[Message], parts: Mapping[PartKey, PartitionState]) -> None:
-        pending: dict[PartKey, list[TimerRecord]] = {}
+    def handle(
+        self, messages: list[Message], parts: Mapping[PartKey, PartitionState]
+    ) -> list[TopicPartition]:
+        """Ingest one consumed batch. Returns where to read again: partitions whose
+        store had no room for a run (from its first record), empty when all went in."""
+        now_ms = self._clock.now_ms()
+        runs: dict[PartKey, Run] = {}
+        full: dict[PartKey, int] = {}
         for msg in messages:
             err = msg.error()
             if err is not None:
@@ -66,86 +86,116 @@ class Ingestor:
                         "consume error on %s [%s]: %s", msg.topic(), msg.partition(), err.str()
                     )
                 continue
-            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-            assert topic is not None and partition is not None and offset is not None
-            part = parts.get((topic, partition))
-            if part is None or part.revoking:
-                continue  # revoked while the batch was in flight; the next owner reads it
-            _ts_type, ts = msg.timestamp()
-            headers = headers_of(msg)
-            record = SourceRecord(topic, partition, offset, ts, msg.key(), msg.value(), headers)
-            decision = classify(record, self._rules)
+            key: PartKey = (msg.topic(), msg.partition())  # type: ignore[assignment]
+            part = parts.get(key)
+            if part is None or part.revoking or part.role is not Role.ACTIVE:
+                continue  # revoked meanwhile (the next owner reads it) or still restoring
+            if key in full:
+                continue  # read again after the rewind
+            try:
+                record = _source_record(msg)
+                decision = classify(record, self._rules, now_ms)
+            except Exception as exc:  # a bug: keep the record, say what happened
+                log.exception("deciding about %s/%s/%s failed", *key, msg.offset())
+                decision = Rejected(Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
             if isinstance(decision, Schedule):
-                pending.setdefault((topic, partition), []).append(_timer_record(record, decision))
-            elif isinstance(decision, Cancel):
-                self._publish_cancel(part, record, decision)
+                if record.offset > part.stored_upto:
+                    records, msgs = runs.setdefault(key, ([], []))
+                    records.append(_timer_record(record, decision))
+                    msgs.append(msg)
+                continue
+            rewind = self._store_run(part, runs.pop(key, None))  # offsets stay contiguous
+            if rewind is not None:
+                full[key] = rewind
+                continue
+            if isinstance(decision, Cancel):
+                self._publish_cancel(part, msg, decision)
             else:
-                self._dead_letter(part, record, decision)
-        for key, records in pending.items():
-            part = parts[key]
-            part.store.append(records)
-            part.offsets.handled(records[-1].source_offset)
-            self.enqueued[key[0]] += len(records)
+                self._dead_letter(part, msg, decision)
+        for key, run in runs.items():
+            rewind = self._store_run(parts[key], run)
+            if rewind is not None:
+                full[key] = rewind
+        return [TopicPartition(t, p, offset) for (t, p), offset in full.items()]
 
-    def _publish_cancel(self, part: PartitionState, record: SourceRecord, cancel: Cancel) -> None:
-        request = CancelRequest(cancel.id, cancel.target_topic, record.origin)
-        self._side_produce(
-            part, record.offset, self._cancel_topic, cancel.id.encode(), request.encode(), None
-        )
-        self.cancels_published += 1
+    def _store_run(self, part: PartitionState, run: Run | None) -> int | None:
+        """Append a run; the offset to read again from if the disk had no room."""
+        if run is None:
+            return None
+        records, msgs = run
+        try:
+            encoded = part.store.append(records)
+        except (InvalidRecord, DelayTooLong):
+            self._store_one_by_one(part, records, msgs)
+            return None
+        except OSError as exc:
+            if exc.errno not in NO_SPACE:
+                raise
+            log.warning("%s: no room to store %d records (%s); ingest pauses until there is",
+                        part.name, len(records), exc)  # fmt: skip
+            return records[0].source_offset
+        part.offsets.handled(records[-1].source_offset)
+        self._tally.enqueued[part.topic] += len(records)
+        if self._changelog is not None:
+            self._changelog.stored(part, records, encoded.records())
+            self._changelog.removed_by_store(part)  # waiting cancels that matched at once
+        return None
 
-    def _dead_letter(self, part: PartitionState, record: SourceRecord, rej: Rejected) -> None:
-        log.info("dead-lettering %s: %s (%s)", record.origin, rej.reason.value, rej.detail)
-        headers = dead_letter_headers(record.headers, rej.reason, rej.detail, record.origin)
-        self._side_produce(part, record.offset, self._dlt, record.key, record.value, headers)
-        self.dead_lettered[rej.reason] += 1
-
-    def _side_produce(
-        self,
-        part: PartitionState,
-        offset: int,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Any,
+    def _store_one_by_one(
+        self, part: PartitionState, records: list[TimerRecord], msgs: list[Message]
     ) -> None:
-        """Produce a record whose delay-topic offset may commit only once it is acked.
-
-        A produce that librdkafka gave up on (after its own retries, ``message.timeout.ms``)
-        is produced again, so a dead-letter or cancel topic that is down for a while
-        delays the commit but loses nothing. One refused outright (it can never succeed,
-        e.g. too large even for the dead-letter topic) is logged and its offset stays
-        uncommitted: a restart reads it again.
-        """
-        part.offsets.produce_started(offset)
-        where = f"{part.topic}/{part.partition}/{offset}"
-
-        def on_delivery(err: RdKafkaError | None, _msg: Any) -> None:
-            if err is None:
-                part.offsets.produce_acked(offset)
-            elif not part.closed:
-                log.warning(
-                    "writing %s to %r failed (%s); producing it again", where, topic, err.str()
+        """A record of the run does not fit the store: store the others, dead-letter it."""
+        for rec, msg in zip(records, msgs, strict=True):
+            try:
+                encoded = part.store.append([rec])
+            except (InvalidRecord, DelayTooLong) as exc:
+                reason = (
+                    Reason.DELAY_TOO_LONG if isinstance(exc, DelayTooLong) else Reason.BAD_HEADER
                 )
-                send()
+                self._dead_letter(part, msg, Rejected(reason, str(exc)))
+                continue
+            part.offsets.handled(rec.source_offset)
+            self._tally.enqueued[part.topic] += 1
+            if self._changelog is not None:
+                self._changelog.stored(part, [rec], encoded.records())
+                self._changelog.removed_by_store(part)
 
-        def send() -> None:
-            while True:
-                try:
-                    self._producer.produce(
-                        topic, value, key, headers=headers, on_delivery=on_delivery
-                    )
-                    return
-                except BufferError:
-                    self._producer.poll(0.05)
-                except KafkaException as exc:
-                    log.error(
-                        "cannot write %s to %r: %s (it will be re-read after a restart)",
-                        where, topic, exc,
-                    )  # fmt: skip
-                    return
+    def _publish_cancel(self, part: PartitionState, msg: Message, cancel: Cancel) -> None:
+        request = CancelRequest(cancel.id, cancel.target_topic, _origin(msg), msg.timestamp()[1])
+        self._side.write(
+            SideWrite(part, _offset(msg), self._cancel_topic, cancel.id.encode(),
+                      request.encode(), [], shrinkable=False)
+        )  # fmt: skip
+        self._tally.cancels_published += 1
 
-        send()
+    def _dead_letter(self, part: PartitionState, msg: Message, rej: Rejected) -> None:
+        origin = _origin(msg)
+        log.info("dead-lettering %s: %s (%s)", origin, rej.reason.value, rej.detail[:200])
+        headers = dead_letter_headers(headers_of(msg), rej.reason, rej.detail, origin)
+        self._side.write(
+            SideWrite(part, _offset(msg), self._dlt, msg.key(), msg.value(), headers,
+                      shrinkable=True)
+        )  # fmt: skip
+        self._tally.dead_lettered[rej.reason] += 1
+
+
+def _source_record(msg: Message) -> SourceRecord:
+    ts_type, ts = msg.timestamp()
+    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+    assert topic is not None and partition is not None and offset is not None
+    return SourceRecord(
+        topic, partition, offset, ts, msg.key(), msg.value(), headers_of(msg),
+        ts_type == TIMESTAMP_LOG_APPEND_TIME,
+    )  # fmt: skip
+
+
+def _offset(msg: Message) -> int:
+    offset: Any = msg.offset()
+    return int(offset)
+
+
+def _origin(msg: Message) -> str:
+    return f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
 
 
 def _timer_record(record: SourceRecord, schedule: Schedule) -> TimerRecord:

@@ -14,6 +14,10 @@ docs/operations.md lists every metric with its meaning.
 
 Thread-safety: the update methods are meant for the owner thread; reads (scrapes) may
 come from any thread.
+
+The chart's Grafana dashboard (helm/delaybridge/dashboards/delaybridge.json) and alert
+rules (helm/delaybridge/templates/prometheusrule.yaml) query these names: renaming one
+breaks them, and tests/unit/monitoring/ says which.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Info, ProcessCo
 from delaybridge import __version__
 from delaybridge.bridge.control import Direction
 from delaybridge.bridge.lateness import LatenessHistogram
+from delaybridge.bridge.partition_metrics import PartitionMetrics
 from delaybridge.bridge.reasons import Reason
 
 OTHER = "__other__"
@@ -95,7 +100,18 @@ class Metrics:
         )  # fmt: skip
         self._early = Counter(
             "delaybridge_early_deliveries",
-            "Deliveries before their due time. Must stay 0; counted so an alert can fire.",
+            "Records handed out or delivered before their due time. Must stay 0; counted "
+            "so an alert can fire (the sidecar holds such a record back, never sends it).",
+            registry=r,
+        )
+        self._cancels_unreadable = Counter(
+            "delaybridge_cancels_unreadable",
+            "Records on the cancel topic that are not cancels (skipped and logged).",
+            registry=r,
+        )
+        self._cancels_published = Counter(
+            "delaybridge_cancels_published",
+            "Cancels read from a delay topic and re-published to the cancel topic.",
             registry=r,
         )
         self._backpressure_pauses = Counter(
@@ -121,19 +137,12 @@ class Metrics:
             "Wall clock minus the wheel's read time: how far delivery runs behind.",
             registry=r,
         )
-        self._store_bytes = Gauge(
-            "delaybridge_store_bytes", "Disk used by one partition's store.",
-            ["topic", "partition"], registry=r,
-        )  # fmt: skip
-        self._consumer_lag = Gauge(
-            "delaybridge_consumer_lag_messages",
-            "Delay-topic high watermark minus the last offset stored.",
-            ["topic", "partition"], registry=r,
-        )  # fmt: skip
-        self._recovery = Gauge(
-            "delaybridge_store_recovery_seconds", "How long opening (recovering) a store took.",
-            ["topic", "partition"], registry=r,
-        )  # fmt: skip
+        self._free = Gauge(
+            "delaybridge_store_free_bytes",
+            "Free space of the data directory's filesystem (ingest pauses under "
+            "store.min_free_bytes).",
+            registry=r,
+        )
         self._in_flight = Gauge(
             "delaybridge_in_flight_messages", "Produced and not yet acknowledged.", registry=r
         )
@@ -159,6 +168,8 @@ class Metrics:
             "Unix time of the service loop's last iteration (alert when it stops moving).",
             registry=r,
         )
+        self.partitions = PartitionMetrics(r)
+        """Series per delay-topic partition (store, lag, role, restore)."""
         self.set_paused(())
 
     # --- counters ---
@@ -173,6 +184,15 @@ class Metrics:
 
     def cancel_unknown(self, n: int = 1) -> None:
         self._cancel_unknown.inc(n)
+
+    def cancels_published(self, n: int = 1) -> None:
+        self._cancels_published.inc(n)
+
+    def cancels_unreadable(self, n: int = 1) -> None:
+        self._cancels_unreadable.inc(n)
+
+    def early(self, n: int = 1) -> None:
+        self._early.inc(n)
 
     def dead_lettered(self, reason: Reason, n: int = 1) -> None:
         self._dead_lettered.labels(Reason(reason).value).inc(n)
@@ -212,20 +232,8 @@ class Metrics:
     def set_wheel_read_lag_seconds(self, seconds: float) -> None:
         self._wheel_read_lag.set(seconds)
 
-    def set_store_bytes(self, topic: str, partition: int, n_bytes: int) -> None:
-        self._store_bytes.labels(topic, str(partition)).set(n_bytes)
-
-    def set_consumer_lag(self, topic: str, partition: int, messages: int) -> None:
-        self._consumer_lag.labels(topic, str(partition)).set(messages)
-
-    def store_recovered(self, topic: str, partition: int, seconds: float) -> None:
-        self._recovery.labels(topic, str(partition)).set(seconds)
-
-    def forget_partition(self, topic: str, partition: int) -> None:
-        """Drop a revoked partition's series so a dashboard does not show stale values."""
-        labels = (topic, str(partition))
-        for gauge in (self._store_bytes, self._consumer_lag, self._recovery):
-            gauge.remove(*labels)  # a no-op for series never set
+    def set_store_free_bytes(self, n_bytes: int) -> None:
+        self._free.set(n_bytes)
 
     def set_in_flight(self, messages: int) -> None:
         self._in_flight.set(messages)

@@ -46,6 +46,14 @@ class OffsetTracker:
         """Call right after the store's flush(): what was handled before it is durable."""
         self._flushed_upto = self._handled_upto
 
+    def position_after_flush(self) -> int:
+        """Where to resume if a flush made everything handled so far durable: the store
+        saves it with that flush (mark ``source_resume``)."""
+        position = self._handled_upto + 1
+        if self._unacked:
+            position = min(position, next(iter(self._unacked)))
+        return position
+
     def commit_position(self) -> int:
         """The next offset to consume after a restart: everything before it is durable."""
         position = self._flushed_upto + 1

@@ -1,31 +1,43 @@
 """What the service holds for one assigned delay-topic partition.
 
 A :class:`PartitionState` bundles the partition's :class:`TimerStore`, its commit
-bookkeeping (:class:`OffsetTracker`) and its delivery pipeline: batches taken from the
-store and produced, awaiting acknowledgement, in the order the store handed them out.
-``commit_delivered`` moves only when the oldest batch is fully resolved, so a crash can
-repeat only what was in flight (at-least-once, DESIGN §4).
+bookkeeping (:class:`OffsetTracker`) and its :class:`DeliveryPipeline` (due records on
+their way out). :func:`open_partition` opens (recovers) the store and decides where
+consumption resumes.
 
 Not thread-safe: owned by the service's loop thread.
 """
 
 from __future__ import annotations
 
+import errno
 import time
-from collections import deque
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from delaybridge.bridge.offsets import OffsetTracker
-from delaybridge.timerlog import Clock, DeliveryCursor, DueRecord, StoreSettings, TimerStore
+from delaybridge.bridge.pipeline import DeliveryPipeline
+from delaybridge.timerlog import Clock, StoreSettings, TimerStore
+
+PartKey = tuple[str, int]
 
 
-@dataclass(eq=False)
-class Batch:
-    """Records taken from one store in one call; resolved when every record is."""
+class Role(StrEnum):
+    """What this replica does with a partition it holds (the ``role`` metric label)."""
 
-    cursor: DeliveryCursor
-    outstanding: int
+    ACTIVE = "active"
+    """Owned: ingesting and delivering."""
+    RESTORING = "restoring"
+    """Owned, its store still catching up with its changelog: nothing delivered yet."""
+    STANDBY = "standby"
+    """Not owned: a warm copy kept by tailing the changelog (``bridge/standby.py``)."""
+
+
+RESUME_MARK = "source_resume"
+"""The store mark holding where consumption resumes after a restart."""
+#: errno values of a write that failed for want of space (disk full, quota).
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 @dataclass(eq=False)
@@ -35,13 +47,17 @@ class PartitionState:
     store: TimerStore
     offsets: OffsetTracker
     recovery_s: float
-    batches: deque[Batch] = field(default_factory=deque)
-    # Due records taken from the store but not produced yet (producer queue full,
-    # rate limit): delivered first on the next turn, in order.
-    held: deque[tuple[DueRecord, Batch]] = field(default_factory=deque)
+    pipeline: DeliveryPipeline = field(init=False)
+    role: Role = Role.ACTIVE
     revoking: bool = False
-    closed: bool = False
     rolled_seen: int = 0  # the store's rolled_total already reported to the metrics
+
+    def __post_init__(self) -> None:
+        self.pipeline = DeliveryPipeline(self.store)
+
+    @property
+    def key(self) -> PartKey:
+        return (self.topic, self.partition)
 
     @property
     def name(self) -> str:
@@ -52,31 +68,30 @@ class PartitionState:
         return f"{self.topic}/{self.partition}/"
 
     @property
-    def in_flight(self) -> int:
-        return sum(batch.outstanding for batch in self.batches)
+    def stored_upto(self) -> int:
+        """The highest delay-topic offset whose schedule is already stored: in this
+        store, or (after a restore) named by any changelog record. Ingest skips
+        schedules at or below it (a re-read after a restart or a handover)."""
+        return max(self.store.last_source_offset, self.store.marks.get("source_seen", -1))
 
-    def resolve(self, batch: Batch) -> None:
-        """One record of ``batch`` is delivered or dead-lettered (acked).
+    @property
+    def closed(self) -> bool:
+        return self.pipeline.closed
 
-        An ack that arrives after the partition was closed changes nothing: its cursor
-        was not committed, so the partition's next owner delivers the record again.
-        """
-        if self.closed:
-            return
-        batch.outstanding -= 1
-        while self.batches and self.batches[0].outstanding == 0:
-            done = self.batches.popleft()
-            self.store.commit_delivered(done.cursor)
+    def replace_store(self, store: TimerStore) -> None:
+        """Swap in another store (a restore from scratch); nothing may be in flight."""
+        self.store = store
+        self.pipeline = DeliveryPipeline(store)
 
     def flush(self) -> None:
-        """Make the store durable, then let the offsets follow it."""
+        """Make the store durable, then let the offsets follow it. The store keeps
+        where a restart must resume (never past an unacknowledged side write)."""
+        self.store.marks[RESUME_MARK] = self.offsets.position_after_flush()
         self.store.flush()
         self.offsets.store_flushed()
 
     def close(self) -> None:
-        self.closed = True
-        self.held.clear()
-        self.batches.clear()
+        self.pipeline.close()
         self.store.close()
 
 
@@ -90,13 +105,14 @@ def open_partition(
 ) -> PartitionState:
     """Open (recover) the partition's store and decide where consumption resumes.
 
-    Resume at the later of the group's committed offset and one past the last source
-    offset the store holds: the store is the source of truth for what it has, the
-    committed offset also covers records that went elsewhere (cancels, dead letters).
+    Resume at the later of the group's committed offset and the store's own resume mark
+    (the lowest offset not durable at its last flush: schedules stored, cancels and dead
+    letters acknowledged). Schedules the store already holds are skipped when re-read
+    (``PartitionState.stored_upto``); cancels and dead letters are written again.
     """
     started = time.monotonic()
     store = TimerStore.open(data_dir / f"{topic}-{partition}", settings, clock)
-    start = max(committed_offset, store.last_source_offset + 1, 0)
+    start = max(committed_offset, store.marks.get(RESUME_MARK, 0), 0)
     return PartitionState(
         topic=topic,
         partition=partition,

@@ -21,3 +21,10 @@ class Reason(StrEnum):
     TARGET_PARTITION_MISSING = "target-partition-missing"
     RECORD_TOO_LARGE = "record-too-large"
     DELIVERY_FAILED = "delivery-failed"
+    TARGET_UNAVAILABLE = "target-unavailable"
+    """The target kept failing with retryable errors (broker down, timeouts) for longer
+    than ``delivery.retry_unavailable_ms``."""
+    CLOCK_SKEW = "clock-skew"
+    """A CreateTime too far from the sidecar's clock, with ``timestamp_policy: dead-letter``."""
+    INTERNAL_ERROR = "internal-error"
+    """Handling the record raised something unexpected (a bug): it is kept, not lost."""

@@ -9,42 +9,27 @@ why it was chosen over hand-written code); errors name the setting at fault.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from delaybridge.connectors.settings import KafkaSettings as KafkaSettings  # Settings.kafka
 from delaybridge.errors import ConfigError
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DAY_MS = 86_400_000
-
-# librdkafka keys whose values are secrets: never logged, never shown by `status`.
-SECRET_KEYS = ("sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.key.pem")
 
 
 class _Section(BaseModel):
     """A settings section: unknown keys are errors (a typo must not pass silently)."""
 
     model_config = ConfigDict(extra="forbid")
-
-
-class KafkaSettings(_Section):
-    bootstrap_servers: str = "127.0.0.1:9092"
-    group_id: str = "delaybridge"
-    # Static membership (group.instance.id); the Helm chart sets it from the pod name.
-    instance_id: str = ""
-    # Passed verbatim to librdkafka for every client: security.protocol, sasl.*, ssl.*, ...
-    client: dict[str, str] = Field(default_factory=dict)
-    session_timeout_ms: int = Field(default=45_000, gt=0)
-    request_timeout_ms: int = Field(default=30_000, gt=0)
-
-    def redacted_client(self) -> dict[str, str]:
-        return {k: ("***" if k in SECRET_KEYS else v) for k, v in self.client.items()}
 
 
 class StoreSettingsModel(_Section):
@@ -55,6 +40,9 @@ class StoreSettingsModel(_Section):
     max_delay_ms: int = Field(default=365 * DAY_MS, gt=0)
     flush_interval_ms: int = Field(default=200, gt=0)
     max_pending_messages: int = Field(default=50_000_000, gt=0)
+    # Ingest pauses while the data directory has less free space than this (delivery
+    # goes on, and frees space); it resumes by itself once there is room again.
+    min_free_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
 
 
 class DeliverySettings(_Section):
@@ -63,11 +51,52 @@ class DeliverySettings(_Section):
     max_in_flight_records: int = Field(default=20_000, gt=0)
     # A target topic that does not exist is retried with backoff this long, then dead-lettered.
     missing_topic_retry_ms: int = Field(default=60_000, ge=0)
+    # Retryable failures (a broker restarting, timeouts, not enough replicas) are retried
+    # with backoff this long, then dead-lettered as target-unavailable.
+    retry_unavailable_ms: int = Field(default=3_600_000, ge=0)
     # Optional per-target-topic rate limits, messages per second.
     rate_limits_per_s: dict[str, float] = Field(default_factory=dict)
     exactly_once: bool = False
     linger_ms: int = Field(default=5, ge=0)
     compression_type: str = "lz4"
+
+
+class ChangelogSettings(_Section):
+    """The changelog topics that make every store rebuildable from Kafka (DESIGN §5)."""
+
+    enabled: bool = True
+    # One compacted topic per delay topic, same partition count; {group} and {topic} are
+    # replaced (as Kafka Streams names <application.id>-<store>-changelog).
+    topic_template: str = "{group}-{topic}-changelog"
+    # -1: the broker's default.replication.factor.
+    replication_factor: int = Field(default=-1)
+    # Compaction may rewrite a segment this long after its last write at the earliest.
+    min_compaction_lag_ms: int = Field(default=0, ge=0)
+    # Tombstones stay this long: a restore reading from the start within it sees them.
+    delete_retention_ms: int = Field(default=86_400_000, gt=0)
+    # Small segments and a low dirty ratio keep the uncompacted head, which a restore
+    # reads in full, short.
+    segment_ms: int = Field(default=3_600_000, gt=0)
+    min_cleanable_dirty_ratio: float = Field(default=0.1, gt=0, lt=1)
+    # Changelog records restored per loop turn (the loop keeps delivering meanwhile).
+    restore_batch_records: int = Field(default=50_000, gt=0)
+    # Warm standbys per partition: replicas that do not own a partition but keep its
+    # store by tailing its changelog, so a failover catches up instead of restoring
+    # (Kafka Streams' num.standby.replicas). 0: none.
+    standby_replicas: int = Field(default=0, ge=0)
+
+    def topic_for(self, group_id: str, delay_topic: str) -> str:
+        return self.topic_template.format(group=group_id, topic=delay_topic)
+
+    def topic_config(self) -> dict[str, str]:
+        return {
+            "cleanup.policy": "compact",
+            "min.compaction.lag.ms": str(self.min_compaction_lag_ms),
+            "delete.retention.ms": str(self.delete_retention_ms),
+            "segment.ms": str(self.segment_ms),
+            "min.cleanable.dirty.ratio": str(self.min_cleanable_dirty_ratio),
+            "max.message.bytes": "10485760",
+        }
 
 
 class HttpSettings(_Section):
@@ -96,13 +125,22 @@ class Settings(BaseSettings):
     # delay-topic partition it landed in (DESIGN §2).
     cancel_topic: str = "delaybridge.cancels"
     delay_levels: str = DEFAULT_DELAY_LEVELS
+    # Optional allow-list: a regex a target topic's whole name must match (empty: any
+    # topic that is not one of the sidecar's own or a Kafka-internal one).
+    target_topic_allow: str = ""
+    # A CreateTime stamp further than this from the sidecar's clock is handled by
+    # timestamp_policy: clamp (the delay counts from the edge of the window), dead-letter
+    # (reason clock-skew) or trust. LogAppendTime stamps are always trusted.
+    max_timestamp_skew_ms: int = Field(default=300_000, ge=0)
+    timestamp_policy: Literal["clamp", "dead-letter", "trust"] = "clamp"
     store: StoreSettingsModel = Field(default_factory=StoreSettingsModel)
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    changelog: ChangelogSettings = Field(default_factory=ChangelogSettings)
     shutdown_grace_ms: int = Field(default=30_000, gt=0)
     max_delivery_backlog: int = Field(default=200_000, gt=0)
 
-    @field_validator("delay_topic_pattern")
+    @field_validator("delay_topic_pattern", "target_topic_allow")
     @classmethod
     def _pattern_compiles(cls, value: str) -> str:
         if value:
@@ -114,7 +152,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _admin_token_off_loopback(self) -> Settings:
-        if not _is_loopback(self.http.host) and not self.http.admin_token:
+        if not is_loopback(self.http.host) and not self.http.admin_token:
             raise ValueError(
                 f"http.host={self.http.host!r} is not a loopback address, so "
                 "http.admin_token must be set (DELAYBRIDGE_HTTP__ADMIN_TOKEN)"
@@ -141,8 +179,19 @@ class Settings(BaseSettings):
         return list(self.delay_topics)
 
 
-def _is_loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and any loopback IP literal (127.0.0.0/8, ::1).
+
+    The one rule for "the admin API may go without a token"; the settings and the
+    HTTP server both apply it. Any other host name (``127.evil.example`` included)
+    may resolve anywhere, so it counts as off loopback.
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def load(path: Path | None = None, **overrides: Any) -> Settings:

@@ -7,9 +7,15 @@ the caller names the header.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
+_DURATION = re.compile(r"^\s*([0-9]{1,15})\s*(ms|s|m|h|d)\s*$")
+#: ASCII digits only (``str.isdigit`` accepts "²" and other scripts' digits, which
+#: ``int()`` then refuses), and few enough that nothing downstream overflows int64.
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+_SUB_MICROS = re.compile(r"[.,][0-9]{6}([0-9]+)")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -17,33 +23,51 @@ class TimeFormatError(ValueError):
     """A header value is not the time it claims to be."""
 
 
-def parse_int(text: str, *, minimum: int = 0) -> int:
-    """A decimal integer ≥ ``minimum`` (no sign tricks, no floats, no blanks)."""
+def parse_int(text: str, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """A decimal integer in ``[minimum, maximum]``: ASCII digits, at most 18 of them, an
+    optional leading ``-``; no other sign, no floats, no blanks, no separators."""
     stripped = text.strip()
-    if not stripped.lstrip("-").isdigit():
-        raise TimeFormatError(f"expected an integer, got {text!r}")
+    if _INTEGER.fullmatch(stripped) is None:
+        raise TimeFormatError(f"expected a decimal integer (at most 18 digits), got {_cut(text)}")
     value = int(stripped)
     if value < minimum:
         raise TimeFormatError(f"expected an integer >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise TimeFormatError(f"expected an integer <= {maximum}, got {value}")
     return value
 
 
+def _cut(text: str, limit: int = 60) -> str:
+    """A value for an error message: a producer may send megabytes of it."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} chars)"
+
+
 def parse_rfc3339_ms(text: str) -> int:
-    """An RFC 3339 timestamp with an explicit offset (``Z`` or ``±hh:mm``) → epoch ms."""
+    """An RFC 3339 timestamp with an explicit offset (``Z`` or ``±hh:mm``) → epoch ms.
+
+    Fractions of a millisecond round *up*: a due time is never moved earlier.
+    """
+    stripped = text.strip()
+    if len(stripped) > 64:
+        raise TimeFormatError(f"expected an RFC 3339 timestamp, got {_cut(text)}")
     try:
-        parsed = datetime.fromisoformat(text.strip())
+        parsed = datetime.fromisoformat(stripped)
     except ValueError as exc:
-        raise TimeFormatError(f"expected an RFC 3339 timestamp, got {text!r}") from exc
+        raise TimeFormatError(f"expected an RFC 3339 timestamp, got {_cut(text)}") from exc
     if parsed.tzinfo is None:
-        raise TimeFormatError(f"RFC 3339 timestamp {text!r} has no time zone offset")
-    return int(parsed.timestamp() * 1000)
+        raise TimeFormatError(f"RFC 3339 timestamp {_cut(text)} has no time zone offset")
+    micros = (parsed - _EPOCH) // _MICROSECOND
+    beyond = _SUB_MICROS.search(stripped)  # digits fromisoformat dropped
+    if beyond is not None and beyond.group(1).strip("0"):
+        micros += 1
+    return -(-micros // 1000)
 
 
 def parse_duration_ms(text: str) -> int:
     """``500ms``, ``10s``, ``5m``, ``2h``, ``1d`` → milliseconds."""
     match = _DURATION.match(text)
     if match is None:
-        raise TimeFormatError(f"expected a duration like 10s, 5m or 2h, got {text!r}")
+        raise TimeFormatError(f"expected a duration like 10s, 5m or 2h, got {_cut(text)}")
     return int(match.group(1)) * _UNIT_MS[match.group(2)]
 
 

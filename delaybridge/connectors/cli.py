@@ -27,14 +27,19 @@ def register(commands: Any, bench: Any) -> None:
     _data_dir_option(up)
     up.add_argument("--port", type=int, default=9092, help="client (PLAINTEXT) port")
     up.add_argument("--controller-port", type=int, default=9093, help="KRaft controller port")
-    up.add_argument("--timeout-s", type=float, default=90.0,
-                    help="seconds to wait for a working broker (jar download not included)")
+    up.add_argument(
+        "--timeout-s",
+        type=float,
+        default=90.0,
+        help="seconds to wait for a working broker (jar download not included)",
+    )
     up.set_defaults(handler=_up)
 
     down = sub.add_parser("down", help="stop the broker (SIGTERM, then SIGKILL)")
     _data_dir_option(down)
-    down.add_argument("--timeout-s", type=float, default=30.0,
-                      help="seconds to wait after SIGTERM before SIGKILL")
+    down.add_argument(
+        "--timeout-s", type=float, default=30.0, help="seconds to wait after SIGTERM before SIGKILL"
+    )
     down.set_defaults(handler=_down)
 
     status = sub.add_parser("status", help="is the broker running? pid and bootstrap servers")
@@ -48,7 +53,9 @@ def register(commands: Any, bench: Any) -> None:
 
 def _data_dir_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--data-dir", type=Path, default=None,
+        "--data-dir",
+        type=Path,
+        default=None,
         help="broker data dir (default: $DELAYBRIDGE_HOME/kafka or "
         "~/.local/state/delaybridge/kafka)",
     )

@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from delaybridge.connectors import KafkaClients, KafkaSettings, produce_blocking
 from delaybridge.errors import DelayBridgeError, KafkaError
 
 HOUR_MS = 3_600_000
@@ -38,16 +39,17 @@ def run_bench(args: argparse.Namespace) -> int:
     from delaybridge.spark.settings import ReconcileSettings
 
     console = Console(stderr=True)
-    bootstrap = args.bootstrap or _config_bootstrap(args.config) or "127.0.0.1:9092"
+    kafka = _cluster(args.config, args.bootstrap)
     n = args.messages
     delay_topic = f"bench-reconcile-delay-{n}"
     target_topic = f"bench-reconcile-target-{n}"
     seed_s = 0.0
-    if not (args.reuse and _seeded(bootstrap, [delay_topic, target_topic], n)):
-        seed_s = seed(bootstrap, delay_topic, target_topic, n, args.partitions, console)
+    if not (args.reuse and _seeded(kafka, [delay_topic, target_topic], n)):
+        seed_s = seed(kafka, delay_topic, target_topic, n, args.partitions, console)
     load_before = os.getloadavg()
     settings = ReconcileSettings(
-        bootstrap_servers=bootstrap,
+        bootstrap_servers=kafka.bootstrap_servers,
+        kafka_options=dict(kafka.client),
         delay_topics=(delay_topic,),
         target_topics=(target_topic,),
         master=args.master,
@@ -102,14 +104,18 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def seed(
-    bootstrap: str, delay_topic: str, target_topic: str, n: int, partitions: int, console: Console
+    kafka: KafkaSettings,
+    delay_topic: str,
+    target_topic: str,
+    n: int,
+    partitions: int,
+    console: Console,
 ) -> float:
     """Create both topics afresh and fill them; return the seconds it took."""
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    clients = KafkaClients(kafka)
+    admin = clients.admin()
     for future in admin.delete_topics([delay_topic, target_topic]).values():
         try:
             future.result()
@@ -117,15 +123,13 @@ def seed(
             if "UNKNOWN_TOPIC" not in str(exc):
                 raise KafkaError(f"bench: cannot delete old bench topics: {exc}") from exc
     _create(admin, NewTopic, [delay_topic, target_topic], partitions)
-    producer = Producer(
+    producer = clients.producer(
         {
-            "bootstrap.servers": bootstrap,
             "compression.type": "lz4",
             "linger.ms": 50,
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 500_000,
             "queue.buffering.max.kbytes": 1_048_576,
-            "enable.idempotence": True,
         }
     )
     now_ms = time.time_ns() // 1_000_000
@@ -177,12 +181,7 @@ def seed(
 
 
 def _produce(producer: Any, topic: str, key: bytes, ts: int, headers: list[Any]) -> None:
-    while True:
-        try:
-            producer.produce(topic, VALUE, key, timestamp=ts, headers=headers)
-            return
-        except BufferError:
-            producer.poll(0.05)  # the local queue is full: let deliveries drain it
+    produce_blocking(producer, topic, VALUE, key, headers=headers, timestamp_ms=ts)
 
 
 def _create(admin: Any, new_topic: Any, topics: list[str], partitions: int) -> None:
@@ -203,22 +202,26 @@ def _create(admin: Any, new_topic: Any, topics: list[str], partitions: int) -> N
         time.sleep(0.5)  # poll interval while the broker finishes deleting
 
 
-def _seeded(bootstrap: str, topics: list[str], n: int) -> bool:
+def _seeded(kafka: KafkaSettings, topics: list[str], n: int) -> bool:
     from delaybridge.spark.snapshot import take_snapshot
 
     try:
-        ranges = take_snapshot({"bootstrap.servers": bootstrap}, topics, missing_ok=True)
+        ranges = take_snapshot(kafka, topics, missing_ok=True)
     except DelayBridgeError:
         return False
     return all(t.exists and t.records == n for t in ranges)
 
 
-def _config_bootstrap(path: Path | None) -> str | None:
-    if path is None:
-        return None
-    from delaybridge.bridge.settings import load
+def _cluster(config: Path | None, bootstrap: str | None) -> KafkaSettings:
+    """``--config``'s kafka section (client settings included), ``--bootstrap`` over it."""
+    kafka = KafkaSettings()  # 127.0.0.1:9092
+    if config is not None:
+        from delaybridge.bridge.settings import load
 
-    return load(path).kafka.bootstrap_servers
+        kafka = load(config).kafka
+    if bootstrap:
+        kafka = kafka.model_copy(update={"bootstrap_servers": bootstrap})
+    return kafka
 
 
 def _machine() -> dict[str, Any]:

@@ -29,7 +29,9 @@ def register(commands: Any, bench: Any) -> None:
 
     b = bench.add_parser("reconcile", help="time reconciling 1M sent + 1M delivered on local[2]")
     b.add_argument("--bootstrap", default=None, help="Kafka bootstrap servers")
-    b.add_argument("--config", type=Path, default=None, help="sidecar config (bootstrap)")
+    b.add_argument(
+        "--config", type=Path, default=None, help="sidecar config: its kafka section (client too)"
+    )
     b.add_argument("--messages", type=int, default=1_000_000, help="messages to seed")
     b.add_argument("--partitions", type=int, default=4, help="partitions per topic")
     b.add_argument("--master", default="local[2]")

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from delaybridge.bridge.headers import Cancel, HeaderRules, Schedule, SourceRecord, classify
+from delaybridge.bridge.headers import Cancel, Schedule, SourceRecord, classify
+from delaybridge.bridge.rules import HeaderRules
 
 if TYPE_CHECKING:
     import pyarrow as pa

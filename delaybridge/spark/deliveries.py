@@ -19,7 +19,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from delaybridge.bridge.headers import OUT_DUE_MS, OUT_ID, OUT_ORIGIN
+from delaybridge.bridge.header_names import OUT_DUE_MS, OUT_ID, OUT_ORIGIN
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

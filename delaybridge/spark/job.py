@@ -73,12 +73,12 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
     from delaybridge.spark.sources import read_ranges
 
     started = time.monotonic()
-    client = {"bootstrap.servers": settings.bootstrap_servers, **settings.kafka_options}
+    kafka = settings.kafka()
     steps = Steps(enabled=settings.progress)
     with steps("snapshot delay topics"):
         as_of_ms = settings.as_of_ms if settings.as_of_ms is not None else now_ms()
         delay_ranges = take_snapshot(
-            client,
+            kafka,
             list(settings.delay_topics),
             since_ms=settings.since_ms,
             until_ms=settings.until_ms,
@@ -104,7 +104,7 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
                 .collect()
             )
             target_ranges = take_snapshot(
-                client, targets, since_ms=settings.since_ms, missing_ok=True
+                kafka, targets, since_ms=settings.since_ms, missing_ok=True
             )
         log.info("target topics: %d records in range", sum(t.records for t in target_ranges))
         with steps("read and parse target topics"):

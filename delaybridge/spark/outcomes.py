@@ -12,7 +12,10 @@ target-topic rows (:mod:`.deliveries`). Steps:
 3. **Deliveries**, well-formed only, grouped by ``(delay-id, topic)``: how many, and
    when the first one arrived (its Kafka timestamp is the delivery time).
 4. Flags per message, each 0 or 1, so that aggregation is a sum (see
-   :class:`~delaybridge.spark.report.Counts` for their meaning).
+   :class:`~delaybridge.spark.report.Counts` for their meaning). Early compares the
+   first delivery with the due time; lateness (and late) counts from when the message
+   could first be delivered: the due time, or the schedule record's timestamp when the
+   message was sent already past due.
 """
 
 from __future__ import annotations
@@ -150,7 +153,10 @@ def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
     expected = ~cancelled
     due = expected & (due_ms <= F.lit(j.due_cutoff_ms))
     delivered = expected & (n > 0)
-    lateness = F.when(delivered, F.col("first_ms") - due_ms)
+    # Lateness counts from when the message could first be delivered: its due time, or
+    # when its schedule record was written if that is later (sent already past due).
+    ready_ms = F.greatest(due_ms, F.col("timestamp_ms"))
+    lateness = F.when(delivered, F.col("first_ms") - ready_ms)
     flags: dict[str, Column] = {
         "cancelled": cancelled,
         "due": due,
@@ -158,7 +164,7 @@ def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
         "missing": due & (n == 0),
         "duplicated": delivered & (n > 1),
         "early": delivered & (F.col("first_ms") < due_ms),
-        "late": delivered & (F.col("first_ms") - due_ms > F.lit(j.late_after_ms)),
+        "late": delivered & (F.col("first_ms") - ready_ms > F.lit(j.late_after_ms)),
         "pending": expected & ~due & (n == 0),
         "cancel_ignored": cancelled & (n > 0),
         "cancel_too_late": F.col("cancel_ms").isNotNull() & ~cancelled,

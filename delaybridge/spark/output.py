@@ -8,17 +8,17 @@
 ``reconcile.png``       the chart (:mod:`delaybridge.spark.chart`)
 ======================  ===========================================================
 
-Files are written to a temporary name and renamed, so a scheduler that picks up
-``report.json`` never reads half of it.
+Every file is replaced atomically and durably (:mod:`delaybridge.durable`), so a
+scheduler that picks up ``report.json`` never reads half of it, even after a crash.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict
 from pathlib import Path
 
+from delaybridge.durable import replacing, write_atomic
 from delaybridge.spark.report import Counts, Report
 
 REPORT_JSON = "report.json"
@@ -35,7 +35,7 @@ def write_report_files(report: Report, out_dir: Path, *, chart: bool = True) -> 
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     json_path = out_dir / REPORT_JSON
-    _atomic_write(json_path, json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n")
+    write_atomic(json_path, json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n")
     written.append(json_path)
 
     names = [name for name in Counts.__dataclass_fields__]
@@ -51,23 +51,15 @@ def write_report_files(report: Report, out_dir: Path, *, chart: bool = True) -> 
         + [(name, pa.int64()) for name in names]
     )
     parquet_path = out_dir / WINDOWS_PARQUET
-    tmp = parquet_path.with_name(parquet_path.name + ".tmp")
-    pq.write_table(pa.table(columns, schema=schema), tmp)
-    os.replace(tmp, parquet_path)
+    with replacing(parquet_path) as tmp:
+        pq.write_table(pa.table(columns, schema=schema), tmp)
     written.append(parquet_path)
 
     if chart:
         from delaybridge.spark.chart import write_chart
 
         png = out_dir / CHART_PNG
-        tmp_png = out_dir / (CHART_PNG + ".tmp.png")
-        write_chart(report, tmp_png)
-        os.replace(tmp_png, png)
+        with replacing(png, suffix=".tmp.png") as tmp_png:  # matplotlib reads the extension
+            write_chart(report, tmp_png)
         written.append(png)
     return written
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

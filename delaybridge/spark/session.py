@@ -6,18 +6,22 @@ Two ways in:
   Settings fit a 2-core machine: few shuffle partitions (Spark's default of 200 would
   spend more time scheduling empty tasks than reconciling), a modest driver heap, no web
   UI, no console progress bar (rich shows ours), warnings-only logs, UTC, and the
-  connector jars as local files.
+  connector jars as local files. The JVM's stderr is filtered of Java's start-up
+  notice about incubator modules (:mod:`delaybridge.spark.jvm`).
 * :func:`attached_session` is for ``spark-submit``: master, memory and ``--jars`` come
   from the submit line, so only the SQL settings the job relies on are set.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from delaybridge.spark.jvm import start_context
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -43,20 +47,26 @@ def local_session(
         # Otherwise Spark resolves the host name, warns when it maps to loopback, and
         # may pick an interface address that a firewall blocks.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = (
-        SparkSession.builder.appName(APP_NAME)
-        .master(master)
-        .config("spark.jars", ",".join(str(p) for p in jars))
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log_config()}")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
+    options: dict[str, bool | float | int | str | None] = {
+        "spark.app.name": APP_NAME,
+        "spark.master": master,
+        "spark.jars": ",".join(str(p) for p in jars),
+        "spark.driver.memory": driver_memory,
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_log_config()}",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         # Local mode needs no resolvable host name; some CI hosts have none.
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-    )
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }
+    # The JVM starts here rather than in the builder, so that its stderr goes through
+    # a filter of known start-up noise (delaybridge/spark/jvm.py).
+    start_context(options)
+    builder = SparkSession.builder.config(map=options)
     spark = _sql_settings(builder, shuffle_partitions).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    # py4j logs every closed gateway connection at INFO; nothing there is for users.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     return spark
 
 

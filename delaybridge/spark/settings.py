@@ -19,8 +19,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delaybridge.bridge.headers import HeaderRules
+from delaybridge.bridge.rules import HeaderRules
 from delaybridge.bridge.settings import DEFAULT_DELAY_LEVELS, Settings
+from delaybridge.connectors import KafkaSettings
 from delaybridge.errors import ConfigError
 
 DEFAULT_WINDOW_MS = 60_000
@@ -96,18 +97,17 @@ class ReconcileSettings:
         if overlap:
             raise ConfigError(f"reconcile: {sorted(overlap)} named as both delay and target topic")
 
+    def kafka(self) -> KafkaSettings:
+        """The cluster as the Kafka edge takes it (the snapshot's admin client)."""
+        return KafkaSettings(bootstrap_servers=self.bootstrap_servers, client=self.kafka_options)
+
     @classmethod
     def from_sidecar(cls, sidecar: Settings, **overrides: object) -> ReconcileSettings:
         """Settings that judge with the sidecar's own rules, brokers and tick."""
         values: dict[str, object] = {
             "bootstrap_servers": sidecar.kafka.bootstrap_servers,
             "delay_topics": tuple(sidecar.delay_topics),
-            "rules": HeaderRules.from_strings(
-                sidecar.delay_levels,
-                sidecar.store.max_delay_ms,
-                sidecar.routes,
-                sidecar.delay_topics,
-            ),
+            "rules": HeaderRules.from_settings(sidecar),
             "kafka_options": dict(sidecar.kafka.client),
             "late_after_ms": sidecar.store.tick_ms + 1_000,
         }

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from delaybridge.connectors import KafkaClients, KafkaSettings, wrap
 from delaybridge.errors import KafkaError
 
 _TIMEOUT_S = 30.0
@@ -60,7 +61,7 @@ def spark_offsets(ranges: list[TopicRanges]) -> tuple[str, str]:
 
 
 def take_snapshot(
-    client_config: dict[str, Any],
+    kafka: KafkaSettings,
     topics: list[str],
     *,
     since_ms: int | None = None,
@@ -73,18 +74,17 @@ def take_snapshot(
     topics: the sidecar may never have delivered to one), in which case it has no ranges.
     """
     from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
-    from confluent_kafka.admin import AdminClient
     from confluent_kafka.admin._listoffsets import OffsetSpec
 
     # A metadata request for a missing topic must not create it (brokers default to
     # auto.create.topics.enable=true, and librdkafka's admin client would ask for it).
-    admin = AdminClient({**client_config, "allow.auto.create.topics": False})
+    admin = KafkaClients(kafka).admin({"allow.auto.create.topics": False})
     result: list[TopicRanges] = []
     for topic in topics:
         try:
             metadata = admin.list_topics(topic=topic, timeout=_TIMEOUT_S).topics[topic]
         except KafkaException as exc:
-            raise KafkaError(f"reconcile: cannot read metadata of topic {topic!r}: {exc}") from exc
+            raise wrap(exc, f"reconcile: cannot read metadata of topic {topic!r}") from exc
         if metadata.error is not None or not metadata.partitions:
             if missing_ok:
                 result.append(TopicRanges(topic, (), exists=False))
@@ -132,7 +132,5 @@ def _offsets(admin: Any, partitions: list[Any], spec: Any, isolation: Any) -> di
         try:
             offsets[tp.partition] = future.result().offset
         except KafkaException as exc:
-            raise KafkaError(
-                f"reconcile: cannot list offsets of {tp.topic}/{tp.partition}: {exc}"
-            ) from exc
+            raise wrap(exc, f"reconcile: cannot list offsets of {tp.topic}/{tp.partition}") from exc
     return offsets

@@ -6,8 +6,10 @@ Public names::
     store.append([TimerRecord, ...]); store.cancel([(id, topic_or_None), ...])
     store.flush()                      # durability point (fsync + checkpoint)
     store.take_due(n) -> [DueRecord]   # in delivery order, bounded batches
-    store.commit_delivered(cursor)     # durable at the next flush
-    store.next_due_ms(), store.lookup(id), store.stats(), store.close()
+    store.mark_delivered(cursor)       # durable at the next flush
+    store.next_due_ms(), store.lookup(id), store.close()
+    store.stats() -> StoreStats        # store.counters: the StoreCounters it extends
+    store.abandon()                    # drop it like kill -9 (crash tests, benchmarks)
 
 One owner thread calls every method. The formats and the recovery protocol are in
 docs/storage.md.
@@ -16,7 +18,7 @@ docs/storage.md.
 from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
 from delaybridge.timerlog.records import DeliveryCursor, DueRecord, Headers, TimerRecord
 from delaybridge.timerlog.settings import StoreSettings
-from delaybridge.timerlog.stats import StoreStats
+from delaybridge.timerlog.stats import StoreCounters, StoreStats
 from delaybridge.timerlog.store import TimerStore
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "DueRecord",
     "Headers",
     "ManualClock",
+    "StoreCounters",
     "StoreSettings",
     "StoreStats",
     "SystemClock",

@@ -7,10 +7,10 @@ For each requested number of pending messages N (default 1M and 10M):
    nothing rolls); time only the ``append`` calls; sample RSS every 5% of the way;
 2. flush; measure the store's allocated bytes per pending message, and what of it
    is overhead beyond the message's own bytes (id, topic, key, value, headers);
-3. simulate a crash (no clean close) and time ``open`` until the store is ready:
+3. simulate a crash (``abandon``: no clean close) and time ``open`` until the store is ready:
    this is the unclean path (every live timer entry checked, wheel rebuilt);
 4. advance the clock so that the first ~``deliver`` messages are due and drain them
-   with ``take_due(1000)`` + ``commit_delivered``; time it and sample RSS.
+   with ``take_due(1000)`` + ``mark_delivered``; time it and sample RSS.
 
 Rates are reported per wall second and per CPU second of this process; the
 "calibration" figures (wall and CPU seconds for a 10M-iteration Python loop, ~0.4 s
@@ -84,14 +84,24 @@ def calibrate() -> tuple[float, float]:
 
 def _batch(first: int, now_ms: int, rnd: random.Random) -> list[TimerRecord]:
     return [
-        TimerRecord(f"delay-0-{o}", now_ms + rnd.randrange(1_000, 23 * HOUR_MS), "orders", -1,
-                    b"key-%d" % o, VALUE, (), o, now_ms)
+        TimerRecord(
+            f"delay-0-{o}",
+            now_ms + rnd.randrange(1_000, 23 * HOUR_MS),
+            "orders",
+            -1,
+            b"key-%d" % o,
+            VALUE,
+            (),
+            o,
+            now_ms,
+        )
         for o in range(first, first + BATCH)
     ]
 
 
-def run_one(pending: int, work: Path, deliver: int, progress: object | None = None
-            ) -> StoreBenchResult:
+def run_one(
+    pending: int, work: Path, deliver: int, progress: object | None = None
+) -> StoreBenchResult:
     """Benchmark one store of ``pending`` messages in ``work`` (deleted afterwards)."""
     from rich.progress import Progress
 
@@ -111,8 +121,9 @@ def run_one(pending: int, work: Path, deliver: int, progress: object | None = No
     step = max(BATCH, pending // 20)
     for first in range(0, pending, BATCH):
         batch = _batch(first, clock.now_ms(), rnd)
-        payload += sum(len(r.id) + len(r.target_topic) + len(r.key or b"") + len(VALUE)
-                       for r in batch)
+        payload += sum(
+            len(r.id) + len(r.target_topic) + len(r.key or b"") + len(VALUE) for r in batch
+        )
         w0, c0 = time.perf_counter(), time.process_time()
         store.append(batch)
         if (first // BATCH) % 50 == 0:
@@ -129,7 +140,7 @@ def run_one(pending: int, work: Path, deliver: int, progress: object | None = No
     wall += time.perf_counter() - w0
     cpu += time.process_time() - c0
     disk = store.stats().bytes_on_disk
-    store._abandon_for_benchmark()
+    store.abandon()
     t0, c0 = time.perf_counter(), time.process_time()
     store = TimerStore.open(directory, settings, clock)  # the unclean (crash) path
     recovery, recovery_cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -142,7 +153,7 @@ def run_one(pending: int, work: Path, deliver: int, progress: object | None = No
     got = 0
     w0, c0 = time.perf_counter(), time.process_time()
     while batch_out := store.take_due(1_000):
-        store.commit_delivered(batch_out[-1].cursor)
+        store.mark_delivered(batch_out[-1].cursor)
         got += len(batch_out)
         if prog and task is not None:
             prog.update(task, advance=len(batch_out))

@@ -42,8 +42,7 @@ WAITING = struct.Struct(
     "H"  # topic_len, 0xFFFF = None (any topic)
 )
 RESOLVED = struct.Struct(
-    "<"
-    "q"  # waiting_pos: position of the WAITING record in this file
+    "<q"  # waiting_pos: position of the WAITING record in this file
 )
 assert PREFIX.size == 12 and APPLIED.size == 16 and WAITING.size == 12 and RESOLVED.size == 8
 NO_TOPIC = 0xFFFF

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from delaybridge.durable import allocated_bytes, fsync_dir
+from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 from delaybridge.timerlog import cancel_codec as codec
-from delaybridge.timerlog.durable import allocated_bytes, fsync_dir
-from delaybridge.wheel.file_header import HEADER_SIZE, FileHeader, FileKind
 
 COMPACT_MIN_BYTES = 1 << 20
 
@@ -48,6 +48,11 @@ class CancelBook:
 
     def _path(self, generation: int) -> Path:
         return self.directory / f"cancels-{generation:08d}.log"
+
+    @property
+    def path(self) -> Path:
+        """The file of the current generation (the one the checkpoint names)."""
+        return self._path(self.generation)
 
     def open(self, generation: int, end: int, done_tick_ms: int) -> None:
         """Replay the checkpointed part of the log; drop other generations' files."""
@@ -174,7 +179,8 @@ class CancelBook:
             raw = codec.encode(item)
             if isinstance(item, codec.Waiting):
                 self.waiting.setdefault(item.id, []).append(
-                    WaitingCancel(item.topic, item.expires_ms, pos))
+                    WaitingCancel(item.topic, item.expires_ms, pos)
+                )
             chunks.append(raw)
             pos += len(raw)
         os.pwrite(fd, b"".join(chunks), 0)
@@ -191,7 +197,7 @@ class CancelBook:
             self._old = None
 
     def bytes_on_disk(self) -> int:
-        return allocated_bytes(self._path(self.generation))
+        return allocated_bytes(self.path)
 
     def close(self) -> None:
         if self._fd >= 0:

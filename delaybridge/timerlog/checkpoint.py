@@ -8,7 +8,7 @@ Format: a 16-byte envelope, then a JSON body (orjson)::
      6      2   reserved  0
      8      4   length    bytes of the JSON body
     12      4   crc       CRC-32 of the body
-    16      .   body      the fields of :class:`Checkpoint`
+    16      .   body      the fields of :class:`Checkpoint`, the counters' among them
 
 It is replaced atomically (write temp, fsync, rename, fsync dir) as the last step
 of every flush, after the logs it points into were fsynced; so it always describes
@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import orjson
 
+from delaybridge.durable import write_atomic
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog.durable import write_atomic
-from delaybridge.wheel.file_header import FORMAT_VERSION
+from delaybridge.fileformat import FORMAT_VERSION
+from delaybridge.timerlog.stats import StoreCounters
 
 MAGIC = b"DBCK"
 ENVELOPE = struct.Struct(
@@ -40,6 +42,7 @@ ENVELOPE = struct.Struct(
 )
 assert ENVELOPE.size == 16
 FILE_NAME = "checkpoint"
+_COUNTERS = tuple(f.name for f in fields(StoreCounters))
 
 
 @dataclass
@@ -60,15 +63,29 @@ class Checkpoint:
     cancel_generation: int = 0
     cancel_end: int = 0
     last_source_offset: int = -1
-    appended_total: int = 0
-    delivered_total: int = 0
-    cancelled_total: int = 0
-    unknown_cancels_total: int = 0
-    rolled_total: int = 0
     pending_by_topic: dict[str, int] = field(default_factory=dict)
+    marks: dict[str, int] = field(default_factory=dict)
+    """The owner's positions, saved with the data they describe (e.g. the changelog
+    offset the store covers); the store only keeps them."""
+    counters: StoreCounters = field(default_factory=StoreCounters)
+    """Saved flat: each counter is a top-level field of the JSON body."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON body's fields: the checkpoint's own, then each counter's."""
+        out = asdict(self)
+        out.update(out.pop("counters"))
+        return out
+
+    @staticmethod
+    def from_json(body: object) -> Checkpoint:
+        """Inverse of :meth:`to_json`; a counter missing from ``body`` is 0."""
+        if not isinstance(body, dict):
+            raise TypeError(f"expected a JSON object, found {type(body).__name__}")
+        counters = StoreCounters(**{n: body.pop(n) for n in _COUNTERS if n in body})
+        return Checkpoint(**body, counters=counters)
 
     def save(self, directory: Path) -> None:
-        body = orjson.dumps(asdict(self))
+        body = orjson.dumps(self.to_json())
         envelope = ENVELOPE.pack(MAGIC, FORMAT_VERSION, 0, len(body), zlib.crc32(body))
         write_atomic(directory / FILE_NAME, envelope + body)
 
@@ -88,6 +105,6 @@ class Checkpoint:
         if len(body) != length or zlib.crc32(body) != crc:
             raise IntegrityError(f"{path}: offset {ENVELOPE.size}: checkpoint CRC mismatch")
         try:
-            return Checkpoint(**orjson.loads(body))
+            return Checkpoint.from_json(orjson.loads(body))
         except (TypeError, orjson.JSONDecodeError) as exc:
             raise IntegrityError(f"{path}: offset {ENVELOPE.size}: bad checkpoint: {exc}") from exc

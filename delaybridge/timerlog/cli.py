@@ -16,21 +16,35 @@ def register(commands: Any, bench: Any) -> None:
     """Add this part's subcommands to ``commands`` and its benchmarks to ``bench``."""
     inspect = commands.add_parser("inspect", help="show a store directory (stop the sidecar first)")
     inspect.add_argument("directory", type=Path, help="data/<delay-topic>-<partition>")
-    inspect.add_argument("--verify", action="store_true",
-                         help="also check the CRC of every live commit-log record")
+    inspect.add_argument(
+        "--verify", action="store_true", help="also check the CRC of every live commit-log record"
+    )
     inspect.add_argument("--id", help="print the pending message with this delay-id")
-    inspect.add_argument("--tick-ms", type=int, default=None,
-                         help="store geometry (default: read from the checkpoint)")
+    inspect.add_argument(
+        "--tick-ms",
+        type=int,
+        default=None,
+        help="store geometry (default: read from the checkpoint)",
+    )
     inspect.set_defaults(handler=_inspect)
 
     store = bench.add_parser("store", help="store appends/s, deliveries/s, RSS, disk, recovery")
-    store.add_argument("--pending", default="1000000,10000000",
-                       help="comma-separated numbers of pending messages")
-    store.add_argument("--deliver", type=int, default=1_000_000,
-                       help="messages to deliver when measuring deliveries/s")
+    store.add_argument(
+        "--pending", default="1000000,10000000", help="comma-separated numbers of pending messages"
+    )
+    store.add_argument(
+        "--deliver",
+        type=int,
+        default=1_000_000,
+        help="messages to deliver when measuring deliveries/s",
+    )
     store.add_argument("--json", type=Path, default=Path("bench-results/store.json"))
-    store.add_argument("--work-dir", type=Path, default=None,
-                       help="where the stores are built (default: a temp dir)")
+    store.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="where the stores are built (default: a temp dir)",
+    )
     store.set_defaults(handler=_bench_store)
 
 
@@ -86,16 +100,29 @@ def _bench_store(args: argparse.Namespace) -> int:
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
     table = Table(title="delaybridge bench store")
-    columns = ["pending", "append/s (cpu)", "deliver/s (cpu)", "RSS max MB", "disk B/rec",
-               "overhead B/rec", "recovery s", "calibration s"]
+    columns = [
+        "pending",
+        "append/s (cpu)",
+        "deliver/s (cpu)",
+        "RSS max MB",
+        "disk B/rec",
+        "overhead B/rec",
+        "recovery s",
+        "calibration s",
+    ]
     for c in columns:
         table.add_column(c, justify="right")
     for r in results:
-        table.add_row(f"{r.pending:,}", f"{r.append_per_s:,.0f} ({r.append_per_cpu_s:,.0f})",
-                      f"{r.deliver_per_s:,.0f} ({r.deliver_per_cpu_s:,.0f})",
-                      f"{r.rss_mb_max:.0f}", f"{r.disk_bytes_per_record:.0f}",
-                      f"{r.overhead_bytes_per_record:.0f}", f"{r.recovery_s:.2f}",
-                      f"{r.calibration_s:.2f}")
+        table.add_row(
+            f"{r.pending:,}",
+            f"{r.append_per_s:,.0f} ({r.append_per_cpu_s:,.0f})",
+            f"{r.deliver_per_s:,.0f} ({r.deliver_per_cpu_s:,.0f})",
+            f"{r.rss_mb_max:.0f}",
+            f"{r.disk_bytes_per_record:.0f}",
+            f"{r.overhead_bytes_per_record:.0f}",
+            f"{r.recovery_s:.2f}",
+            f"{r.calibration_s:.2f}",
+        )
     Console().print(table)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"store": [r.as_json() for r in results]}, indent=2))

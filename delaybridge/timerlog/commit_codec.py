@@ -91,14 +91,22 @@ def encode_headers(headers: Headers) -> bytes:
 class EncodedBatch:
     """A batch ready to write, plus what the store needs to index it."""
 
-    parts: list[bytes]
-    """Encoded records (prefix, body, prefix, body, ...): join and write once."""
+    parts: Sequence[bytes | memoryview]
+    """Encoded records (prefix, body, prefix, body, ...; or whole records, as in
+    ``raw_records``): join and write once."""
     sizes: list[int]
     id_hashes: list[int]
     """CRC-32 of each id (the timer log's cancel/lookup filter)."""
     due_ms: list[int]
     topics: list[str]
     max_source_offset: int
+
+    def records(self) -> list[bytes]:
+        """Each record, whole (its prefix and body), as written."""
+        parts = self.parts
+        if len(parts) == len(self.sizes):  # already whole (see raw_records)
+            return [bytes(p) for p in parts]
+        return [bytes(parts[i]) + bytes(parts[i + 1]) for i in range(0, len(parts), 2)]
 
 
 _topic_bytes: dict[str, bytes] = {}
@@ -134,12 +142,27 @@ def encode_batch(records: Sequence[TimerRecord]) -> EncodedBatch:
         for rid, due_ms, topic, partition, key, value, headers, offset, ts in records:
             idb = rid.encode()
             tb = topic_bytes.get(topic) or _encode_topic(topic)
-            body = join((
-                pack_fields(message, len(idb), len(tb), len(headers), due_ms, offset, ts,
-                            partition, -1 if key is None else len(key),
-                            -1 if value is None else len(value)),
-                idb, tb, key or b"", value or b"", encode_headers(headers) if headers else b"",
-            ))
+            body = join(
+                (
+                    pack_fields(
+                        message,
+                        len(idb),
+                        len(tb),
+                        len(headers),
+                        due_ms,
+                        offset,
+                        ts,
+                        partition,
+                        -1 if key is None else len(key),
+                        -1 if value is None else len(value),
+                    ),
+                    idb,
+                    tb,
+                    key or b"",
+                    value or b"",
+                    encode_headers(headers) if headers else b"",
+                )
+            )
             size = len(body) + 8
             push(pack_prefix(size, crc32(body)))
             push(body)
@@ -182,8 +205,12 @@ _MESSAGE = int(RecordType.MESSAGE)
 _topic_names: dict[bytes, str] = {}
 
 
-def decode_many(maps: Sequence[bytes | mmap.mmap], paths: Sequence[Path], segs: Sequence[int],
-                offsets: Sequence[int]) -> list[TimerRecord]:
+def decode_many(
+    maps: Sequence[bytes | mmap.mmap],
+    paths: Sequence[Path],
+    segs: Sequence[int],
+    offsets: Sequence[int],
+) -> list[TimerRecord]:
     """Check and decode the records at ``maps[segs[i]][offsets[i]]``, in that order.
 
     The one decoder of the format (delivery reads thousands per call, so the loop is
@@ -201,8 +228,18 @@ def decode_many(maps: Sequence[bytes | mmap.mmap], paths: Sequence[Path], segs: 
             body = mm[off + 8 : off + length]
             if crc32(body) != crc or length < FIXED_SIZE:
                 check(mm, off, len(mm), paths[s], off)  # raises, with the reason
-            (kind, id_len, topic_len, n_headers, due_ms, source_offset, source_ts, partition,
-             key_len, value_len) = unpack_fields(body)
+            (
+                kind,
+                id_len,
+                topic_len,
+                n_headers,
+                due_ms,
+                source_offset,
+                source_ts,
+                partition,
+                key_len,
+                value_len,
+            ) = unpack_fields(body)
             if kind != message:
                 raise IntegrityError(f"{paths[s]}: offset {off}: unknown record type {kind}")
             o = fs + id_len
@@ -225,8 +262,12 @@ def decode_many(maps: Sequence[bytes | mmap.mmap], paths: Sequence[Path], segs: 
             headers: Headers = _decode_headers(body, o, n_headers) if n_headers else ()
         except (struct.error, UnicodeDecodeError) as exc:
             raise IntegrityError(f"{paths[s]}: offset {off}: malformed record: {exc}") from exc
-        add(new(TimerRecord, (rid, due_ms, topic, partition, key, value, headers,
-                              source_offset, source_ts)))
+        add(
+            new(
+                TimerRecord,
+                (rid, due_ms, topic, partition, key, value, headers, source_offset, source_ts),
+            )
+        )
     return out
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from delaybridge.fileformat import HEADER_SIZE, FileKind
 from delaybridge.timerlog import commit_codec as codec
 from delaybridge.timerlog.records import TimerRecord
 from delaybridge.timerlog.segments import SegmentedLog
-from delaybridge.wheel.file_header import HEADER_SIZE, FileKind
 
 DUE_OFFSET = codec.PREFIX.size + 8  # due_ms inside a record, for rolls
 SOURCE_OFFSET_OFFSET = DUE_OFFSET + 8
@@ -38,7 +38,9 @@ class CommitLog:
     def end(self) -> int:
         return self.log.end
 
-    def append_encoded(self, parts: list[bytes], sizes: Sequence[int]) -> npt.NDArray[np.int64]:
+    def append_encoded(
+        self, parts: Sequence[bytes | memoryview], sizes: Sequence[int]
+    ) -> npt.NDArray[np.int64]:
         """Write already-encoded records; returns each record's position."""
         start = self.log.append(b"".join(parts))
         positions = np.empty(len(sizes), dtype=np.int64)

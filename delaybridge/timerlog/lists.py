@@ -58,19 +58,35 @@ class Window:
     def cut(self, keep_lists: int, end_tick: int) -> Window:
         """The first ``keep_lists`` lists only, now covering ticks up to ``end_tick``."""
         n = int(self.starts[keep_lists])
-        return Window(self.idx[:n], self.cl[:n], self.kind[:n], self.ticks[:keep_lists],
-                      self.starts[: keep_lists + 1], self.first_ordinal, end_tick,
-                      self.tick_of[:n], self.ordinal[:n])
+        return Window(
+            self.idx[:n],
+            self.cl[:n],
+            self.kind[:n],
+            self.ticks[:keep_lists],
+            self.starts[: keep_lists + 1],
+            self.first_ordinal,
+            end_tick,
+            self.tick_of[:n],
+            self.ordinal[:n],
+        )
 
 
 def empty_window(end_tick: int) -> Window:
     e = np.empty(0, dtype=np.int64)
-    return Window(e, e, np.empty(0, dtype=np.int8), e, np.zeros(1, dtype=np.int64), 0, end_tick,
-                  e, e)
+    return Window(
+        e, e, np.empty(0, dtype=np.int8), e, np.zeros(1, dtype=np.int64), 0, end_tick, e, e
+    )
 
 
-def load(wheel: TimingWheel, timer: TimerLog, clog: CommitLog, from_tick: int, skip: int,
-         to_tick: int, cap: int) -> Window:
+def load(
+    wheel: TimingWheel,
+    timer: TimerLog,
+    commit_log: CommitLog,
+    from_tick: int,
+    skip: int,
+    to_tick: int,
+    cap: int,
+) -> Window:
     """The window starting at ``from_tick`` (its first ``skip`` entries excluded)."""
     tick_ms = wheel.tick_ms
     # Nothing pending lies a whole window ahead of the read position: if the
@@ -80,7 +96,7 @@ def load(wheel: TimingWheel, timer: TimerLog, clog: CommitLog, from_tick: int, s
     times, counts, firsts, lasts = [], [], [], []
     total, t, end_tick = 0, from_tick, to_tick
     while t <= to_tick and total < cap:
-        tm, cn, fi, la, scanned_to = wheel.scan(t, to_tick)
+        tm, cn, fi, la, scanned_to = wheel.scan(t, to_tick)  # a Scan, unpacked
         if len(tm) and tm[0] == from_tick and skip and cn[0] <= skip:
             tm, cn, fi, la = tm[1:], cn[1:], fi[1:], la[1:]
         csum = np.cumsum(cn) + total
@@ -105,7 +121,7 @@ def load(wheel: TimingWheel, timer: TimerLog, clog: CommitLog, from_tick: int, s
     starts = np.zeros(len(ticks) + 1, dtype=np.int64)
     np.cumsum(cnt, out=starts[1:])
     if (kind == codec.EntryType.ROLLED).any():
-        _order_rolled(clog, idx, cl, kind, starts)
+        _order_rolled(commit_log, idx, cl, kind, starts)
     tick_of = np.repeat(ticks, cnt)
     ordinal = np.arange(len(idx), dtype=np.int64) - np.repeat(starts[:-1], cnt)
     first_ordinal = skip if ticks[0] == from_tick else 0
@@ -117,8 +133,7 @@ def load(wheel: TimingWheel, timer: TimerLog, clog: CommitLog, from_tick: int, s
     return Window(idx, cl, kind, ticks, starts, first_ordinal, end_tick, tick_of, ordinal)
 
 
-def _collect(timer: TimerLog, first: I64, last: I64, cnt: I64, ticks: I64
-             ) -> tuple[I64, I64, I8]:
+def _collect(timer: TimerLog, first: I64, last: I64, cnt: I64, ticks: I64) -> tuple[I64, I64, I8]:
     long_lists = np.flatnonzero(cnt > SHORT_LIST)
     if not len(long_lists):
         return _chase_many(timer, last, cnt)
@@ -133,10 +148,12 @@ def _collect(timer: TimerLog, first: I64, last: I64, cnt: I64, ticks: I64
             a, b = small_starts[n], small_starts[n + 1]
             parts.append((small[0][a:b], small[1][a:b], small[2][a:b]))
         else:
-            parts.append(_long_list(timer, int(first[j]), int(last[j]), int(cnt[j]),
-                                    int(ticks[j])))
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]))
+            parts.append(_long_list(timer, int(first[j]), int(last[j]), int(cnt[j]), int(ticks[j])))
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]),
+    )
 
 
 def _chase_many(timer: TimerLog, last: I64, cnt: I64) -> tuple[I64, I64, I8]:
@@ -166,39 +183,52 @@ def _chase_many(timer: TimerLog, last: I64, cnt: I64) -> tuple[I64, I64, I8]:
     return idx, cl, kind
 
 
-def _long_list(timer: TimerLog, first: int, last: int, count: int, tick: int
-               ) -> tuple[I64, I64, I8]:
+def _long_list(
+    timer: TimerLog, first: int, last: int, count: int, tick: int
+) -> tuple[I64, I64, I8]:
     if last - first + 1 <= DENSE_FACTOR * count:
         parts = []
         for a, entries in timer.chunks(first, last + 1):
             rows = np.flatnonzero(entries["slot_ms"] == tick)
             word = entries["cl_word"][rows]
-            parts.append((rows + a, (word & np.uint64(codec.POS_MASK)).astype(np.int64),
-                          (word >> np.uint64(codec.TYPE_SHIFT)).astype(np.int8)))
+            parts.append(
+                (
+                    rows + a,
+                    (word & np.uint64(codec.POS_MASK)).astype(np.int64),
+                    (word >> np.uint64(codec.TYPE_SHIFT)).astype(np.int8),
+                )
+            )
             del entries
         idx = np.concatenate([p[0] for p in parts]).astype(np.int64)
         if len(idx) != count or idx[-1] != last:
-            raise IntegrityError(f"{timer.log.directory}: tick {tick} holds {len(idx)} entries "
-                                 f"between {first} and {last}, its slot says {count}")
+            raise IntegrityError(
+                f"{timer.log.directory}: tick {tick} holds {len(idx)} entries "
+                f"between {first} and {last}, its slot says {count}"
+            )
         return idx, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
     a_idx, a_cl, a_kind = timer.chase(last, count)
-    return (np.frombuffer(a_idx, np.int64).copy(), np.frombuffer(a_cl, np.int64).copy(),
-            np.frombuffer(a_kind, np.int8).copy())
+    return (
+        np.frombuffer(a_idx, np.int64).copy(),
+        np.frombuffer(a_cl, np.int64).copy(),
+        np.frombuffer(a_kind, np.int8).copy(),
+    )
 
 
-def _order_rolled(clog: CommitLog, idx: I64, cl: I64, kind: I8, starts: I64) -> None:
+def _order_rolled(commit_log: CommitLog, idx: I64, cl: I64, kind: I8, starts: I64) -> None:
     """Sort, in place, each list holding a ROLLED entry by (source offset, index)."""
     rolled = kind == codec.EntryType.ROLLED
     lists = np.unique(np.searchsorted(starts, np.flatnonzero(rolled), side="right") - 1)
     for j in lists:
         a, b = int(starts[j]), int(starts[j + 1])
-        offsets = np.fromiter((_source_offset(clog, int(p)) for p in cl[a:b]), np.int64, b - a)
+        offsets = np.fromiter(
+            (_source_offset(commit_log, int(p)) for p in cl[a:b]), np.int64, b - a
+        )
         order = np.lexsort((idx[a:b], offsets)) + a
         idx[a:b], cl[a:b], kind[a:b] = idx[order], cl[order], kind[order]
 
 
-def _source_offset(clog: CommitLog, cl_pos: int) -> int:
-    seg, off = clog.log.locate(cl_pos)
+def _source_offset(commit_log: CommitLog, cl_pos: int) -> int:
+    seg, off = commit_log.log.locate(cl_pos)
     value: int = _Q.unpack_from(seg.map(), off + SOURCE_OFFSET_OFFSET)[0]
     return value
 

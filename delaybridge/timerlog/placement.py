@@ -30,8 +30,15 @@ I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 
 
-def place(due_ms: I64, *, read_tick_ms: int, floor_tick_ms: int, tick_ms: int, window_ms: int,
-          kind: EntryType) -> tuple[I64, U64]:
+def place(
+    due_ms: I64,
+    *,
+    read_tick_ms: int,
+    floor_tick_ms: int,
+    tick_ms: int,
+    window_ms: int,
+    kind: EntryType,
+) -> tuple[I64, U64]:
     """(slot time, entry type) per due time; ``kind`` is used where no roll is needed."""
     u = -(-due_ms // tick_ms) * tick_ms
     np.maximum(u, read_tick_ms + tick_ms, out=u)

@@ -9,15 +9,16 @@ tick inside the window, the window is cut back before that tick and reloaded lat
 Three cursors matter for at-least-once delivery:
 
 * ``handed`` -- the last cursor returned by :meth:`take_due`;
-* ``done`` -- everything at or before it is finished (delivered *and committed*,
-  cancelled and skipped, or rolled forward); this is what the checkpoint stores,
-  so after a crash only the handed-but-uncommitted messages are read again;
+* ``done`` -- everything at or before it is finished (delivered *and marked so* with
+  :meth:`Reader.mark_delivered`, cancelled and skipped, or rolled forward); this is
+  what the checkpoint stores, so after a crash only the messages handed out and not
+  marked delivered are read again;
 * the in-flight batches between them.
 
 A ROLL entry is processed only when nothing is in flight: rolling writes a copy,
 and ``done`` must cover the roll in the same checkpoint that covers the copy, or a
 crash would roll (and later deliver) the message twice. While in-flight messages
-are uncommitted the reader also stays within half a window of ``done``.
+are in flight the reader also stays within half a window of ``done``.
 
 Not thread-safe: the store's owner thread calls it.
 """
@@ -47,24 +48,31 @@ WHOLE_TICK = (1 << 62) - 1
 WINDOW_ENTRIES = 1 << 16
 
 RollWriter = Callable[[list[int], list[int], int], None]
-"""write_rolls(timer indexes, commit positions, read tick): copy messages forward."""
+"""write_rolls(timer indexes, commit-log positions, read tick): copy messages forward."""
 
 
 class Reader:
     """Hands out due messages in order and tracks what is done."""
 
-    def __init__(self, timer: TimerLog, commit: CommitLog, wheel: TimingWheel,
-                 cancels: CancelBook, tick_ms: int, done: DeliveryCursor,
-                 write_rolls: RollWriter) -> None:
+    def __init__(
+        self,
+        timer: TimerLog,
+        commit_log: CommitLog,
+        wheel: TimingWheel,
+        cancels: CancelBook,
+        tick_ms: int,
+        done: DeliveryCursor,
+        write_rolls: RollWriter,
+    ) -> None:
         self.timer = timer
-        self.clog = commit
+        self.commit_log = commit_log
         self.wheel = wheel
         self.cancels = cancels
         self.tick_ms = tick_ms
         self.done = done
         self.handed: DeliveryCursor | None = None
         self.inflight: deque[list[DueRecord]] = deque()
-        """Batches handed out and not yet committed, oldest first."""
+        """Batches handed out and not yet marked delivered, oldest first."""
         self.cancelled_skipped = 0
         self._write_rolls = write_rolls
         # Resume point for the next window load: tick and entries of it already read.
@@ -89,8 +97,9 @@ class Reader:
             tick, skip = self._w.end_tick + self.tick_ms, 0
         if tick > limit_tick:
             return False
-        self._w = lists.load(self.wheel, self.timer, self.clog, tick, skip, limit_tick,
-                             WINDOW_ENTRIES)
+        self._w = lists.load(
+            self.wheel, self.timer, self.commit_log, tick, skip, limit_tick, WINDOW_ENTRIES
+        )
         self._pos = 0
         self._resume = (tick, skip)
         if self._hint_valid and self._hint is not None and self._hint <= self._w.end_tick:
@@ -112,7 +121,7 @@ class Reader:
         out: list[DueRecord] = []
         now_tick = now_ms // self.tick_ms * self.tick_ms
         applied = self.cancels.applied
-        read_many = self.clog.read_many
+        read_many = self.commit_log.read_many
         half_window = self.wheel.n_slots // 2 * self.tick_ms
         while len(out) < max_records:
             w, p = self._w, self._pos
@@ -133,12 +142,15 @@ class Reader:
             has_rolls = bool((kinds == ROLL).any())
             tick_limit = self.done.tick_ms + half_window
             take: slice | list[int]
-            if (not has_rolls and ticks[-1] <= tick_limit
-                    and (not applied or applied.keys().isdisjoint(idx))):
+            if (
+                not has_rolls
+                and ticks[-1] <= tick_limit
+                and (not applied or applied.keys().isdisjoint(idx))
+            ):
                 take, q = slice(p, stop), stop - p  # the common case: all deliverable
             else:
-                take, q = self._sort_out(w, p, stop, idx, ticks, ords, kinds, has_rolls,
-                                         tick_limit, bool(out or self.inflight))
+                busy = bool(out or self.inflight)
+                take, q = self._sort_out(w.cl[p:stop], idx, ticks, ords, kinds, tick_limit, busy)
             if isinstance(take, slice):
                 cl, t_list, o_list = w.cl[take], ticks, ords
             else:
@@ -167,22 +179,29 @@ class Reader:
             self.done = max(self.done, self._read_position())
         return out
 
-    def _sort_out(self, w: lists.Window, p: int, stop: int, idx: list[int], ticks: list[int],
-                  ords: list[int], kinds: npt.NDArray[np.int8], has_rolls: bool,
-                  tick_limit: int, busy: bool) -> tuple[list[int], int]:
-        """Walk entries ``p..stop`` one by one: skip cancelled ones, gather rolls.
+    def _sort_out(
+        self,
+        cls: npt.NDArray[np.int64],
+        idx: list[int],
+        ticks: list[int],
+        ords: list[int],
+        kinds: npt.NDArray[np.int8],
+        tick_limit: int,
+        busy: bool,
+    ) -> tuple[list[int], int]:
+        """Walk the entries of one pass one by one: skip cancelled ones, gather rolls.
 
         Returns (offsets in the pass of the messages to deliver, entries consumed).
         Stops before a ROLL while anything is in flight (``busy``), before the tick
         after a gathered roll, and past the half-window limit while busy.
         """
         applied = self.cancels.applied
+        has_rolls = bool((kinds == ROLL).any())
         take: list[int] = []
         roll_idx: list[int] = []
         roll_cl: list[int] = []
         roll_tick = 0
-        cls = w.cl
-        q, end = 0, stop - p
+        q, end = 0, len(idx)
         while q < end:
             k = idx[q]
             if roll_idx and ticks[q] != roll_tick:
@@ -196,7 +215,7 @@ class Reader:
                 if busy or take:
                     break
                 roll_idx.append(k)
-                roll_cl.append(int(cls[p + q]))
+                roll_cl.append(int(cls[q]))
                 roll_tick = ticks[q]
                 self.done = DeliveryCursor(roll_tick, ords[q])
             else:
@@ -206,8 +225,8 @@ class Reader:
             self._rolls = (roll_idx, roll_cl, roll_tick)
         return take, q
 
-    def commit(self, cursor: DeliveryCursor) -> list[DueRecord]:
-        """Mark everything up to ``cursor`` delivered; returns the delivered records."""
+    def mark_delivered(self, cursor: DeliveryCursor) -> list[DueRecord]:
+        """Everything handed out up to ``cursor`` was delivered; returns those records."""
         if self.handed is None or cursor > self.handed:
             raise ValueError(f"cursor {cursor} was never handed out (last: {self.handed})")
         done: list[DueRecord] = []
@@ -243,7 +262,7 @@ class Reader:
             tick, skip = self._resume
             start = max(self._w.end_tick + self.tick_ms, tick)
             if start == tick and skip:
-                count = self.wheel.list_of(tick)[0]
+                count = self.wheel.list_of(tick).length
                 start = tick if count > skip else tick + self.tick_ms
             self._hint = self._first_tick_from(start)
             self._hint_valid = True
@@ -254,10 +273,10 @@ class Reader:
         end = start + self.tick_ms * (self.wheel.n_slots - 1)
         t = start
         while t <= end:
-            times, _, _, _, scanned_to = self.wheel.scan(t, end)
-            if len(times):
-                return int(times[0])
-            t = scanned_to + self.tick_ms
+            found = self.wheel.scan(t, end)
+            if len(found.times):
+                return int(found.times[0])
+            t = found.scanned_to + self.tick_ms
         return None
 
     def is_pending(self, index: int, slot_ms: int) -> bool:
@@ -276,6 +295,6 @@ class Reader:
 
     def _read_part(self, tick: int, skip: int) -> set[int]:
         """Indexes of the first ``skip`` entries of ``tick`` (read before a restart)."""
-        count = self.wheel.list_of(tick)[0]
-        win = lists.load(self.wheel, self.timer, self.clog, tick, 0, tick, max(count, 1))
+        count = self.wheel.list_of(tick).length
+        win = lists.load(self.wheel, self.timer, self.commit_log, tick, 0, tick, max(count, 1))
         return {int(i) for i in win.idx[:skip]}

@@ -40,7 +40,7 @@ class DeliveryCursor(NamedTuple):
 
     Cursors are totally ordered the way :meth:`TimerStore.take_due` hands messages
     out (due tick ascending, then arrival order within the tick). Treat them as
-    opaque: pass the last cursor of a delivered batch to ``commit_delivered``.
+    opaque: pass the last cursor of a delivered batch to ``mark_delivered``.
     """
 
     tick_ms: int

@@ -55,7 +55,7 @@ class Opened:
 
     lock_fd: int
     checkpoint: Checkpoint
-    commit: CommitLog
+    commit_log: CommitLog
     timer: TimerLog
     wheel: TimingWheel
     cancels: CancelBook
@@ -72,8 +72,9 @@ def _lock(directory: Path) -> int:
     return fd
 
 
-def recover(directory: Path, settings: StoreSettings, now_ms: int,
-            verify_commit_log: bool = False) -> Opened:
+def recover(
+    directory: Path, settings: StoreSettings, now_ms: int, verify_commit_log: bool = False
+) -> Opened:
     directory.mkdir(parents=True, exist_ok=True)
     lock_fd = _lock(directory)  # step 1
     try:
@@ -83,25 +84,28 @@ def recover(directory: Path, settings: StoreSettings, now_ms: int,
         raise
 
 
-def _recover(directory: Path, settings: StoreSettings, now_ms: int, verify: bool,
-             lock_fd: int) -> Opened:
+def _recover(
+    directory: Path, settings: StoreSettings, now_ms: int, verify: bool, lock_fd: int
+) -> Opened:
     tick = settings.tick_ms
     ckpt = Checkpoint.load(directory)  # step 2
     if ckpt is None:
         ckpt = Checkpoint(tick, settings.wheel_slots, done_tick_ms=now_ms // tick * tick)
-    for name, have, want in (("tick_ms", ckpt.tick_ms, tick),
-                             ("wheel_slots", ckpt.wheel_slots, settings.wheel_slots)):
+    for name, have, want in (
+        ("tick_ms", ckpt.tick_ms, tick),
+        ("wheel_slots", ckpt.wheel_slots, settings.wheel_slots),
+    ):
         if have != want:
             raise ConfigError(
                 f"store setting {name}={want} does not match the store in {directory} "
                 f"(created with {name}={have}); use the old value or a new data directory"
             )
     wheel = TimingWheel(directory / "wheel", tick, settings.wheel_slots)  # step 3
-    commit = CommitLog(directory / "commitlog", settings.commit_segment_bytes)  # step 4
+    commit_log = CommitLog(directory / "commitlog", settings.commit_segment_bytes)  # step 4
     timer = TimerLog(directory / "timerlog", settings.timer_segment_entries)
     cancels = CancelBook(directory)
     try:
-        commit.open(ckpt.commit_end)
+        commit_log.open(ckpt.commit_end)
         timer.open(ckpt.timer_end)
         if ckpt.live_start < timer.start:
             raise IntegrityError(
@@ -109,27 +113,29 @@ def _recover(directory: Path, settings: StoreSettings, now_ms: int, verify: bool
                 f"the oldest segment starts at {timer.start}"
             )
         trust = (wheel.fresh and ckpt.timer_end == 0) or (
-            wheel.stamp == ckpt.timer_end + 1 and len(wheel.bad_slots()) == 0)
+            wheel.stamp == ckpt.timer_end + 1 and len(wheel.bad_slots()) == 0
+        )
         if not trust:
             log.info("%s: rebuilding the wheel from the timer log", directory)
             wheel.clear()
-        _check_entries(timer, commit, ckpt, wheel if not trust else None)  # steps 5, 6
+        _check_entries(timer, commit_log, ckpt, wheel if not trust else None)  # steps 5, 6
         if not trust:
             wheel.seal_rebuild()
         cancels.open(ckpt.cancel_generation, ckpt.cancel_end, ckpt.done_tick_ms)  # step 7
         wheel.set_stamp(0)  # step 8
         if verify and ckpt.live_start < ckpt.timer_end:  # step 9
-            first_cl = timer.entry(ckpt.live_start)[3]
-            commit.verify(first_cl, ckpt.commit_end)
+            first_cl = timer.entry(ckpt.live_start).cl_pos
+            commit_log.verify(first_cl, ckpt.commit_end)
     except BaseException:
-        for part in (commit, timer, cancels, wheel):
+        for part in (commit_log, timer, cancels, wheel):
             part.close()
         raise
-    return Opened(lock_fd, ckpt, commit, timer, wheel, cancels, not trust)
+    return Opened(lock_fd, ckpt, commit_log, timer, wheel, cancels, not trust)
 
 
-def _check_entries(timer: TimerLog, commit: CommitLog, ckpt: Checkpoint,
-                   wheel: TimingWheel | None) -> None:
+def _check_entries(
+    timer: TimerLog, commit_log: CommitLog, ckpt: Checkpoint, wheel: TimingWheel | None
+) -> None:
     last_cl = -1
     kinds_ok = np.array([int(k) for k in timer_codec.EntryType], dtype=np.uint64)
     # 1 Mi entries (32 MiB) per pass: the wheel rebuild costs O(slots) per chunk.
@@ -138,7 +144,7 @@ def _check_entries(timer: TimerLog, commit: CommitLog, ckpt: Checkpoint,
         kinds = timer_codec.kinds_of(entries)
         bad = np.flatnonzero(~np.isin(kinds, kinds_ok))
         order_bad = np.flatnonzero(np.diff(cl, prepend=last_cl) <= 0)
-        if len(bad) or len(order_bad) or cl[-1] >= ckpt.commit_end or cl[0] < commit.log.start:
+        if len(bad) or len(order_bad) or cl[-1] >= ckpt.commit_end or cl[0] < commit_log.log.start:
             row = int(min([*bad[:1], *order_bad[:1], len(cl) - 1]))
             seg, off = timer.log.locate((first + row) * timer_codec.ENTRY_SIZE)
             raise IntegrityError(
@@ -151,7 +157,7 @@ def _check_entries(timer: TimerLog, commit: CommitLog, ckpt: Checkpoint,
             indexes = np.arange(first, first + len(entries), dtype=np.int64)
             wheel.rebuild_chunk(entries["slot_ms"][keep], indexes[keep])
     if ckpt.timer_end > ckpt.live_start:
-        seg, off = commit.log.locate(last_cl)
+        seg, off = commit_log.log.locate(last_cl)
         mm = seg.map()
         length = check(mm, off, len(mm), seg.path, off)
         if last_cl + length != ckpt.commit_end:

@@ -18,9 +18,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from delaybridge.durable import allocated_bytes, fsync_dir
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog.durable import allocated_bytes, fsync_dir
-from delaybridge.wheel.file_header import HEADER_SIZE, FileHeader, FileKind
+from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 
 
 @dataclass(eq=False)
@@ -49,8 +49,9 @@ class Segment:
 class SegmentedLog:
     """The segment files of one log kind in one directory."""
 
-    def __init__(self, directory: Path, kind: FileKind, suffix: str, entry_size: int,
-                 segment_bytes: int) -> None:
+    def __init__(
+        self, directory: Path, kind: FileKind, suffix: str, entry_size: int, segment_bytes: int
+    ) -> None:
         self.directory = directory
         self.kind = kind
         self.suffix = suffix

@@ -1,30 +1,52 @@
-"""A snapshot of a store's counters, for metrics and the admin API."""
+"""A store's counters: the running totals it keeps, and the snapshot it reports."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
-class StoreStats:
-    """Counters of one store at one moment. Totals count since the store was created."""
+@dataclass(slots=True)
+class StoreCounters:
+    """Running totals of one store since it was created.
+
+    The one list of them: the store holds one instance and adds to it, every
+    checkpoint saves it (as top-level fields of the checkpoint's JSON, under these
+    names) and :class:`StoreStats` carries a copy. Adding a counter is one line here;
+    a checkpoint written before the counter existed loads it as 0.
+    """
+
+    appended_total: int = 0
+    """Messages appended (roll copies not included)."""
+    delivered_total: int = 0
+    """Messages marked delivered."""
+    cancelled_total: int = 0
+    """Pending messages a cancel matched."""
+    unknown_cancels_total: int = 0
+    """Cancels that matched nothing, counted once their grace period ended."""
+    rolled_total: int = 0
+    """Times a message beyond the wheel's window was re-entered (RocketMQ's roll)."""
+    removed_total: int = 0
+    """Pending messages dropped by key (a changelog tombstone applied by a restore)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class StoreStats(StoreCounters):
+    """Counters of one store at one moment: the totals, then gauges of this moment.
+
+    A snapshot: the store builds a new one per :meth:`TimerStore.stats` call and never
+    changes it afterwards. (Not a frozen dataclass only because it extends
+    :class:`StoreCounters`, which the store updates in place.)
+    """
 
     pending: int
-    """Messages appended and neither delivered (committed) nor cancelled."""
+    """Messages appended and neither delivered nor cancelled."""
     pending_by_topic: dict[str, int] = field(default_factory=dict)
     bytes_on_disk: int = 0
     """Allocated bytes of every file of the store (sparse files count what they use)."""
     read_lag_ms: int = 0
     """How far the wheel's read position trails the clock when something is due."""
-    appended_total: int = 0
-    delivered_total: int = 0
-    cancelled_total: int = 0
-    unknown_cancels_total: int = 0
-    """Cancels that matched nothing, counted once their grace period ended."""
     waiting_cancels: int = 0
     """Unmatched cancels still inside their grace period."""
-    rolled_total: int = 0
-    """Times a message beyond the wheel's window was re-entered (RocketMQ's roll)."""
     commit_segments: int = 0
     timer_segments: int = 0
     last_source_offset: int = -1

@@ -5,7 +5,7 @@ commit log and to the previous entry of the same wheel slot, so a slot is a link
 list threaded through an append-only log. Ours is smaller and checked::
 
     offset size field
-     0      4   crc       CRC-32 of bytes 4..32 (zlib polynomial, see fixedcrc)
+     0      4   crc       CRC-32 of bytes 4..32 (zlib polynomial, see fileformat)
      4      4   id_hash   CRC-32 of the UTF-8 delay-id: cancel and lookup scan this
      8      8   prev      timer-log index of the previous entry of this slot, -1 none
     16      8   slot_ms   absolute time of the wheel slot the entry sits in
@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import mmap
 import struct
+import zlib
 from enum import IntEnum
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from delaybridge.wheel.fixedcrc import FixedCrc
+from delaybridge.errors import IntegrityError
+from delaybridge.fileformat import FixedCrc
 
 ENTRY = struct.Struct(
     "<"
@@ -100,9 +104,32 @@ def positions_of(entries: Entries) -> npt.NDArray[np.int64]:
     return (entries["cl_word"] & np.uint64(POS_MASK)).astype(np.int64)
 
 
+class TimerEntry(NamedTuple):
+    """One decoded timer-log entry (its CRC checked); arrays of them use :data:`DTYPE`."""
+
+    id_hash: int
+    prev: int
+    """Index of the previous entry of the same slot list, -1 for the first."""
+    slot_ms: int
+    cl_pos: int
+    """Commit-log position of the entry's record."""
+    kind: EntryType
+
+
+_KINDS = {int(k): k for k in EntryType}
+
+
 def decode_one(
-    raw: bytes | memoryview | mmap.mmap, offset: int
-) -> tuple[int, int, int, int, int, int]:
-    """(crc, id_hash, prev, slot_ms, cl_pos, kind) of one entry, unchecked."""
+    raw: bytes | memoryview | mmap.mmap, offset: int, path: Path, index: int
+) -> TimerEntry:
+    """The entry at ``offset``; IntegrityError naming ``path``, offset and ``index`` if damaged."""
     crc, id_hash, prev, slot_ms, word = ENTRY.unpack_from(raw, offset)
-    return crc, id_hash, prev, slot_ms, word & POS_MASK, word >> TYPE_SHIFT
+    if zlib.crc32(raw[offset + 4 : offset + ENTRY_SIZE]) != crc:
+        raise IntegrityError(f"{path}: offset {offset}: timer-log entry {index} CRC mismatch")
+    kind = _KINDS.get(word >> TYPE_SHIFT)
+    if kind is None:
+        raise IntegrityError(
+            f"{path}: offset {offset}: timer-log entry {index} has type {word >> TYPE_SHIFT}, "
+            f"not one of {[int(k) for k in EntryType]}"
+        )
+    return TimerEntry(id_hash, prev, slot_ms, word & POS_MASK, kind)

@@ -12,14 +12,15 @@ import zlib
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
+from delaybridge.fileformat import HEADER_SIZE, FileKind
 from delaybridge.timerlog import timer_codec as codec
 from delaybridge.timerlog.segments import SegmentedLog
-from delaybridge.wheel.file_header import HEADER_SIZE, FileKind
 
 ENTRY = codec.ENTRY_SIZE
 I64 = npt.NDArray[np.int64]
@@ -27,12 +28,21 @@ CHUNK_ENTRIES = 1 << 18  # 8 MiB per vectorised pass
 NO_ROWS = np.empty(0, dtype=np.intp)
 
 
+class IdHit(NamedTuple):
+    """A live entry whose id hash matched (confirm it on its commit-log record)."""
+
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose
+    slot_ms: int
+    cl_pos: int
+
+
 class TimerLog:
     """Segmented timer log in ``<store>/timerlog/``."""
 
     def __init__(self, directory: Path, entries_per_segment: int) -> None:
-        self.log = SegmentedLog(directory, FileKind.TIMER_LOG, "tlog", ENTRY,
-                                entries_per_segment * ENTRY)
+        self.log = SegmentedLog(
+            directory, FileKind.TIMER_LOG, "tlog", ENTRY, entries_per_segment * ENTRY
+        )
 
     def open(self, end_index: int) -> None:
         self.log.open(end_index * ENTRY)
@@ -50,17 +60,10 @@ class TimerLog:
         """Write a batch of entries with one syscall; returns the first one's index."""
         return self.log.append(entries.tobytes()) // ENTRY
 
-    def _where(self, index: int) -> tuple[Path, mmap.mmap, int]:
+    def entry(self, index: int) -> codec.TimerEntry:
+        """One entry, CRC checked."""
         seg, offset = self.log.locate(index * ENTRY)
-        return seg.path, seg.map(), offset
-
-    def entry(self, index: int) -> tuple[int, int, int, int, int]:
-        """(id_hash, prev, slot_ms, cl_pos, kind) of one entry, CRC checked."""
-        path, mm, off = self._where(index)
-        crc, id_hash, prev, slot_ms, cl_pos, kind = codec.decode_one(mm, off)
-        if zlib.crc32(mm[off + 4 : off + ENTRY]) != crc:
-            raise IntegrityError(f"{path}: offset {off}: timer-log entry {index} CRC mismatch")
-        return id_hash, prev, slot_ms, cl_pos, kind
+        return codec.decode_one(seg.map(), offset, seg.path, index)
 
     def chase(self, last: int, count: int) -> tuple[array[int], array[int], array[int]]:
         """A slot's list, oldest first: (indexes, commit-log positions, entry types).
@@ -115,8 +118,9 @@ class TimerLog:
             seg, off = self.log.locate(pos)
             seg_i = self.log.segments.index(seg)
             take = min(end, self.log.segment_end(seg_i)) - pos
-            parts.append(np.frombuffer(seg.map(), dtype=codec.DTYPE, count=take // ENTRY,
-                                       offset=off).copy())
+            parts.append(
+                np.frombuffer(seg.map(), dtype=codec.DTYPE, count=take // ENTRY, offset=off).copy()
+            )
             pos += take
         if not parts:
             return np.empty(0, dtype=codec.DTYPE)
@@ -128,14 +132,17 @@ class TimerLog:
         seg_of = np.searchsorted(bases, indexes, side="right") - 1
         if len(indexes) and (int(indexes.min()) < self.start or int(indexes.max()) >= self.end):
             bad = indexes[(indexes < self.start) | (indexes >= self.end)][0]
-            raise IntegrityError(f"{self.log.directory}: a slot list points to entry {bad}, "
-                                 f"outside the log [{self.start}, {self.end})")
+            raise IntegrityError(
+                f"{self.log.directory}: a slot list points to entry {bad}, "
+                f"outside the log [{self.start}, {self.end})"
+            )
         out = np.empty(len(indexes), dtype=codec.DTYPE)
         for s in np.unique(seg_of):
             seg = self.log.segments[int(s)]
             rows = seg_of == s
-            table = np.frombuffer(seg.map(), dtype=codec.DTYPE, offset=HEADER_SIZE,
-                                  count=seg.capacity // ENTRY)
+            table = np.frombuffer(
+                seg.map(), dtype=codec.DTYPE, offset=HEADER_SIZE, count=seg.capacity // ENTRY
+            )
             out[rows] = table[indexes[rows] - bases[s]]
         bad_rows = codec.bad_rows(out)
         if len(bad_rows):
@@ -144,8 +151,9 @@ class TimerLog:
             raise IntegrityError(f"{seg.path}: offset {off}: timer-log entry {index} CRC mismatch")
         return out
 
-    def chunks(self, start: int, stop: int, *, check: bool = True,
-               chunk_entries: int = CHUNK_ENTRIES) -> Iterator[tuple[int, codec.Entries]]:
+    def chunks(
+        self, start: int, stop: int, *, check: bool = True, chunk_entries: int = CHUNK_ENTRIES
+    ) -> Iterator[tuple[int, codec.Entries]]:
         """(first index, entries) for ``[start, stop)`` in bounded chunks, CRC checked.
 
         ``check=False`` is for filters whose hits are confirmed elsewhere (cancel and
@@ -164,13 +172,12 @@ class TimerLog:
             yield first, entries
         self.log.release_pages()
 
-    def find_ids(self, start: int, hashes: set[int]) -> dict[int, list[tuple[int, int, int]]]:
-        """Entries from ``start`` whose id hash is in ``hashes``.
+    def find_ids(self, start: int, hashes: set[int]) -> dict[int, list[IdHit]]:
+        """Entries from ``start`` whose id hash is in ``hashes``, by hash.
 
-        Returns hash -> [(index, slot_ms, commit-log position)]: one vectorised
-        ``np.isin`` per 8 MiB chunk; callers confirm each candidate on its record.
+        One vectorised ``np.isin`` per 8 MiB chunk; callers confirm each hit on its record.
         """
-        found: dict[int, list[tuple[int, int, int]]] = {}
+        found: dict[int, list[IdHit]] = {}
         if not hashes:
             return found
         wanted = np.fromiter(hashes, np.uint32, len(hashes))
@@ -179,7 +186,8 @@ class TimerLog:
                 e = entries[row]
                 cl = int(e["cl_word"]) & codec.POS_MASK
                 found.setdefault(int(e["id_hash"]), []).append(
-                    (first + int(row), int(e["slot_ms"]), cl))
+                    IdHit(first + int(row), int(e["slot_ms"]), cl)
+                )
         return found
 
     def sync(self) -> None:

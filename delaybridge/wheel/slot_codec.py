@@ -17,7 +17,7 @@ import struct
 
 import numpy as np
 
-from delaybridge.wheel.fixedcrc import FixedCrc
+from delaybridge.fileformat import FixedCrc
 
 SLOT = struct.Struct(
     "<"

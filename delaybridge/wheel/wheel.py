@@ -28,16 +28,42 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from delaybridge.errors import ConfigError, IntegrityError
-from delaybridge.wheel.file_header import HEADER_SIZE, FileHeader, FileKind
+from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 from delaybridge.wheel.slot_codec import CRC, DTYPE, SLOT, SLOT_SIZE
 
 I64 = npt.NDArray[np.int64]
 SCAN_CHUNK_SLOTS = 8192
+
+
+class SlotList(NamedTuple):
+    """The list of one tick: how many entries, and the timer-log indexes at its ends."""
+
+    length: int
+    """Entries in the list (the slot's ``count``; 0 when empty)."""
+    first: int
+    """Index of the oldest entry (-1 when empty)."""
+    last: int
+    """Index of the newest entry, the head of the ``prev`` chain (-1 when empty)."""
+
+
+EMPTY_LIST = SlotList(0, -1, -1)
+
+
+class Scan(NamedTuple):
+    """The non-empty ticks :meth:`TimingWheel.scan` found, ascending, one row per list."""
+
+    times: I64
+    counts: I64
+    firsts: I64
+    lasts: I64
+    scanned_to: int
+    """The last tick looked at: the next scan starts one tick after it."""
 
 
 class TimingWheel:
@@ -60,8 +86,10 @@ class TimingWheel:
         else:
             raw = os.pread(self._fd, HEADER_SIZE, 0)
             header = FileHeader.decode(raw, path, FileKind.WHEEL)
-            for name, have, want in (("tick_ms", header.tick_ms, tick_ms),
-                                     ("wheel_slots", header.slots, slots)):
+            for name, have, want in (
+                ("tick_ms", header.tick_ms, tick_ms),
+                ("wheel_slots", header.slots, slots),
+            ):
                 if have != want:
                     os.close(self._fd)
                     raise ConfigError(
@@ -114,13 +142,13 @@ class TimingWheel:
     def index(self, time_ms: I64) -> I64:
         return (time_ms // self.tick_ms) % self.n_slots
 
-    def list_of(self, time_ms: int) -> tuple[int, int, int]:
-        """(count, first, last) of the tick at ``time_ms``; (0, -1, -1) if empty."""
+    def list_of(self, time_ms: int) -> SlotList:
+        """The list of the tick at ``time_ms``; :data:`EMPTY_LIST` if it has none."""
         offset = HEADER_SIZE + SLOT_SIZE * ((time_ms // self.tick_ms) % self.n_slots)
         _, count, slot_ms, first, last = SLOT.unpack_from(self._mm, offset)
         if count == 0 or slot_ms != time_ms:
-            return 0, -1, -1
-        return count, first, last
+            return EMPTY_LIST
+        return SlotList(count, first, last)
 
     def link(self, time_ms: I64, indexes: I64) -> I64:
         """Add entries (timer-log ``indexes``, ascending) to their ticks; return their prevs.
@@ -146,8 +174,15 @@ class TimingWheel:
         prev[order] = prev_sorted
         group_start = np.flatnonzero(starts)
         group_end = np.append(group_start[1:], len(order)) - 1
-        self._merge(slot_idx, group_t, k_sorted[group_start], k_sorted[group_end],
-                    group_end - group_start + 1, cur, live)
+        self._merge(
+            slot_idx,
+            group_t,
+            k_sorted[group_start],
+            k_sorted[group_end],
+            group_end - group_start + 1,
+            cur,
+            live,
+        )
         return prev
 
     def rebuild_chunk(self, time_ms: I64, indexes: I64) -> None:
@@ -190,8 +225,16 @@ class TimingWheel:
                 rows = part[used].view(np.uint8).reshape(-1, SLOT_SIZE)[:, 4:]
                 part["crc"][used] = CRC.compute(rows)
 
-    def _merge(self, slot_idx: I64, group_t: I64, firsts: I64, lasts: I64, counts: I64,
-               cur: npt.NDArray[np.void], live: npt.NDArray[np.bool_]) -> None:
+    def _merge(
+        self,
+        slot_idx: I64,
+        group_t: I64,
+        firsts: I64,
+        lasts: I64,
+        counts: I64,
+        cur: npt.NDArray[np.void],
+        live: npt.NDArray[np.bool_],
+    ) -> None:
         new = np.empty(len(slot_idx), dtype=DTYPE)
         new["time_ms"] = group_t
         new["first"] = np.where(live, cur["first"], firsts)
@@ -201,20 +244,20 @@ class TimingWheel:
         self.slots[slot_idx] = new
 
     # -- scanning ------------------------------------------------------------
-    def scan(self, from_ms: int, to_ms: int, limit: int = SCAN_CHUNK_SLOTS
-             ) -> tuple[I64, I64, I64, I64, int]:
-        """Non-empty ticks in [from_ms, to_ms], looking at no more than ``limit`` slots.
-
-        Returns (times, counts, firsts, lasts, scanned_to): the lists found, ascending,
-        and the last tick looked at (resume after it).
-        """
+    def scan(self, from_ms: int, to_ms: int, limit: int = SCAN_CHUNK_SLOTS) -> Scan:
+        """Non-empty ticks in [from_ms, to_ms], looking at no more than ``limit`` slots."""
         n_ticks = max(0, min((to_ms - from_ms) // self.tick_ms + 1, limit, self.n_slots))
         times = from_ms + self.tick_ms * np.arange(n_ticks, dtype=np.int64)
         part = self.slots[self.index(times)]
         hit = (part["count"] != 0) & (part["time_ms"] == times)
         found = part[hit]
-        return (times[hit], found["count"].astype(np.int64), found["first"], found["last"],
-                from_ms + (n_ticks - 1) * self.tick_ms)
+        return Scan(
+            times[hit],
+            found["count"].astype(np.int64),
+            found["first"],
+            found["last"],
+            from_ms + (n_ticks - 1) * self.tick_ms,
+        )
 
     def live_summary(self, from_ms: int) -> tuple[int | None, int | None]:
         """(earliest tick >= from_ms in use, smallest ``first`` among them)."""

@@ -55,6 +55,13 @@ def by_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:
     return [m for m in manifests if m["kind"] == kind]
 
 
+def sidecar_config(manifests: list[Manifest]) -> str:
+    """The sidecar's config.yaml, from the one ConfigMap holding it (not the dashboard's)."""
+    (found,) = [m for m in by_kind(manifests, "ConfigMap") if "config.yaml" in m.get("data", {})]
+    text: str = found["data"]["config.yaml"]
+    return text
+
+
 def one(manifests: list[Manifest], kind: str) -> Manifest:
     found = by_kind(manifests, kind)
     assert len(found) == 1, f"expected one {kind}, rendered {len(found)}"
@@ -87,7 +94,7 @@ def pod_config(helm: str, *args: str) -> PodConfig:
         else:
             env[item["name"]] = str(item.get("value", ""))
     return PodConfig(
-        config_yaml=one(manifests, "ConfigMap")["data"]["config.yaml"],
+        config_yaml=sidecar_config(manifests),
         args=list(container["args"]),
         env=env,
         http_port=int(container["ports"][0]["containerPort"]),

@@ -10,6 +10,7 @@ kubeconform against Kubernetes' schemas. helm missing is a failure, not a skip:
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,7 @@ from tests.integration.chart_config import (
     pod_config,
     render,
     run_helm,
+    sidecar_config,
 )
 
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
@@ -57,7 +59,7 @@ def load_rendered_config(
     """Load the ConfigMap's file with the sidecar's loader and the pod's env vars,
     secrets replaced by placeholders."""
     config = tmp_path / "config.yaml"
-    config.write_text(one(manifests, "ConfigMap")["data"]["config.yaml"], encoding="utf-8")
+    config.write_text(sidecar_config(manifests), encoding="utf-8")
     for name, env in container_env(one(manifests, "StatefulSet")).items():
         source = env.get("valueFrom", {})
         if "secretKeyRef" in source:
@@ -144,7 +146,7 @@ def test_ha_values_render_sasl_servicemonitor_and_cronjob(
     password = container_env(sts)["DELAYBRIDGE_KAFKA__CLIENT__SASL.PASSWORD"]
     assert password["valueFrom"]["secretKeyRef"] == {"name": "kafka-credentials", "key": "password"}
     assert by_kind(manifests, "Secret") == [], "existing Secrets must not be recreated"
-    configmap = one(manifests, "ConfigMap")["data"]["config.yaml"]
+    configmap = sidecar_config(manifests)
     assert "password" not in configmap
     settings = load_rendered_config(manifests, tmp_path, monkeypatch)
     assert settings.kafka.client["sasl.password"] == "secret:password"
@@ -161,7 +163,7 @@ def test_ha_values_render_sasl_servicemonitor_and_cronjob(
     args = build_parser().parse_args(job["containers"][0]["args"])
     (tmp_path / "etc").mkdir()
     config = tmp_path / "etc" / "config.yaml"
-    config.write_text(one(manifests, "ConfigMap")["data"]["config.yaml"], encoding="utf-8")
+    config.write_text(sidecar_config(manifests), encoding="utf-8")
     args.config = config
     reconcile = settings_from_args(args)
     assert reconcile.bootstrap_servers == settings.kafka.bootstrap_servers
@@ -184,6 +186,31 @@ def test_servicemonitor_needs_the_crd(helm: str) -> None:
         "--set", "metrics.serviceMonitor.enabled=true",
     )  # fmt: skip
     assert by_kind(manifests, "ServiceMonitor") == []
+
+
+def test_dashboard_and_rules_are_off_by_default_and_need_the_crd_for_rules(helm: str) -> None:
+    base = ("--set", "config.kafka.bootstrap_servers=kafka:9092")
+    kinds = [m["kind"] for m in render(helm, *base, "--api-versions", "monitoring.coreos.com/v1")]
+    assert "PrometheusRule" not in kinds and kinds.count("ConfigMap") == 1
+    without_crd = render(helm, *base, "--set", "metrics.prometheusRule.enabled=true")
+    assert by_kind(without_crd, "PrometheusRule") == []
+
+
+def test_dashboard_configmap_embeds_the_dashboard_file(helm: str) -> None:
+    manifests = render(
+        helm,
+        "--set", "config.kafka.bootstrap_servers=kafka:9092",
+        "--set", "metrics.dashboard.enabled=true",
+        "--set", "metrics.dashboard.namespace=monitoring",
+        "--set", "metrics.dashboard.annotations.grafana_folder=Kafka",
+    )  # fmt: skip
+    (board,) = [m for m in by_kind(manifests, "ConfigMap") if "delaybridge.json" in m["data"]]
+    assert board["metadata"]["name"] == "rel-delaybridge-dashboard"
+    assert board["metadata"]["namespace"] == "monitoring"
+    assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert board["metadata"]["annotations"] == {"grafana_folder": "Kafka"}
+    shipped = (CHART / "dashboards" / "delaybridge.json").read_text(encoding="utf-8")
+    assert json.loads(board["data"]["delaybridge.json"]) == json.loads(shipped)
 
 
 def test_config_change_rolls_the_pods(helm: str) -> None:
@@ -257,3 +284,4 @@ def test_check_chart_validates_every_manifest_offline() -> None:
     assert done.returncode == 0, f"scripts/check-chart failed:\n{done.stdout}\n{done.stderr}"
     assert "all chart checks passed" in done.stderr
     assert "ServiceMonitor" in done.stderr and "CronJob" in done.stderr
+    assert "PrometheusRule" in done.stderr and "2 ConfigMap" in done.stderr

@@ -59,8 +59,9 @@ def test_wait_for_times_out_naming_what_it_waited_for(kafka: KafkaCluster) -> No
 
 
 @pytest.fixture(scope="module")
-def container_kafka(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
-                    ) -> Iterator[KafkaCluster]:
+def container_kafka(
+    kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KafkaCluster]:
     """The session's cluster if it is a container; else one started for this module."""
     if kafka.backend is Backend.CONTAINER:
         yield kafka

@@ -7,7 +7,6 @@ cache (``$DELAYBRIDGE_CACHE_DIR`` or ~/.cache/delaybridge/jars).
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,15 +22,9 @@ from delaybridge.connectors.localkafka import (
 )
 from delaybridge.connectors.localkafka.probe import consume_at, ensure_topic, produce
 from delaybridge.errors import KafkaError
+from tests.support import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture
@@ -80,8 +73,7 @@ def test_start_use_kill_fail_fast_restart(broker: LocalKafka) -> None:
 
 def test_failed_start_quotes_the_jvm_output_and_leaves_nothing_running(tmp_path: Path) -> None:
     # -Xmx8m is below the fixed -Xms128m: the JVM refuses to start at all.
-    kafka = LocalKafka(tmp_path / "kafka", port=free_port(), controller_port=free_port(),
-                       heap_mb=8)
+    kafka = LocalKafka(tmp_path / "kafka", port=free_port(), controller_port=free_port(), heap_mb=8)
     with pytest.raises(BrokerStartError) as caught:
         kafka.start(timeout_s=60)
     message = str(caught.value)

@@ -40,8 +40,9 @@ from tests.integration.chart_config import (
     render,
 )
 from tests.integration.sidecar.harness import Arrival, Topics, Watcher, now_ms, produce
-from tests.kafka_backends import ENGINE_TIMEOUT_S, OWNER_LABEL, container_engine_env, free_port
-from tests.kafka_cluster import KafkaCluster, wait_for
+from tests.kafka_backends import ENGINE_TIMEOUT_S, OWNER_LABEL, container_engine_env
+from tests.kafka_cluster import KafkaCluster
+from tests.support import free_port, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.container, pytest.mark.slow]
 
@@ -124,8 +125,10 @@ def sidecar_image() -> str:
     try:
         client.images.get(image)
     except Exception as exc:  # docker.errors.ImageNotFound, or an engine error
-        pytest.fail(f"image {image} ({IMAGE_VARIABLE}) is not in the engine: {exc}; {BUILD_HINT}",
-                    pytrace=False)
+        pytest.fail(
+            f"image {image} ({IMAGE_VARIABLE}) is not in the engine: {exc}; {BUILD_HINT}",
+            pytrace=False,
+        )
     return image
 
 
@@ -183,8 +186,8 @@ def await_ready(container: Any, http: Http) -> None:
         status, _ = http.call("GET", "/readyz")
         return status == 200
 
-    wait_for(ready, READY_TIMEOUT_S, f"{http.base}/readyz to answer 200", 0.25,
-             retry_on=(OSError,))
+    what = f"{http.base}/readyz to answer 200"
+    wait_until(ready, READY_TIMEOUT_S, what, interval_s=0.25, retry_on=(OSError,))
 
 
 def test_sidecar_image_runs_like_a_chart_pod_and_delivers(
@@ -204,14 +207,22 @@ def test_sidecar_image_runs_like_a_chart_pod_and_delivers(
     port, token = free_port(), secrets.token_urlsafe(24)
     pod = chart_pod(
         helm_binary(),
-        "--set", f"config.kafka.bootstrap_servers={kafka.bootstrap_servers}",
-        "--set", f"config.kafka.group_id=g-{topics.delay}",
-        "--set", f"config.delay_topics[0]={topics.delay}",
-        "--set", f"config.dead_letter_topic={topics.dead_letter}",
-        "--set", f"config.cancel_topic={topics.cancels}",
-        "--set", f"config.http.port={port}",
-        "--set", f"config.shutdown_grace_ms={DRAIN_MS}",
-        "--set", f"adminToken.value={token}",
+        "--set",
+        f"config.kafka.bootstrap_servers={kafka.bootstrap_servers}",
+        "--set",
+        f"config.kafka.group_id=g-{topics.delay}",
+        "--set",
+        f"config.delay_topics[0]={topics.delay}",
+        "--set",
+        f"config.dead_letter_topic={topics.dead_letter}",
+        "--set",
+        f"config.cancel_topic={topics.cancels}",
+        "--set",
+        f"config.http.port={port}",
+        "--set",
+        f"config.shutdown_grace_ms={DRAIN_MS}",
+        "--set",
+        f"adminToken.value={token}",
     )
     assert pod.config.http_port == port
     assert token in pod.secret_data.values(), "the chart's Secret does not hold adminToken.value"
@@ -256,8 +267,12 @@ def test_sidecar_image_runs_like_a_chart_pod_and_delivers(
             await_ready(sidecar, http)
             check_confinement(sidecar, pod)
             deliver_cancel_and_dead_letter(kafka, topics, http, watcher)
-            wait_for(lambda: http.delivered_total() >= 3, 15,
-                     "delaybridge_delivered_total >= 3 on /metrics")
+            wait_until(
+                lambda: http.delivered_total() >= 3,
+                15,
+                "delaybridge_delivered_total >= 3 on /metrics",
+                retry_on=(Exception,),
+            )
             stop_within_grace(sidecar, pod.grace_s)
         stored = list(data_dir.iterdir())
         assert stored, f"nothing written to the store volume {data_dir}"
@@ -273,8 +288,8 @@ def check_confinement(sidecar: Any, pod: ChartPod) -> None:
     code, out = sidecar.exec(["cat", "/proc/1/status"])
     assert code == 0, f"reading /proc/1/status in the container: {out!r}"
     status = dict(
-        (key, value.split()) for key, _, value in
-        (line.partition(":") for line in out.decode().splitlines())
+        (key, value.split())
+        for key, _, value in (line.partition(":") for line in out.decode().splitlines())
     )
     assert status["Uid"][:2] == [str(pod.uid)] * 2, f"sidecar runs as uid {status['Uid']}"
     assert status["Gid"][:2] == [str(pod.gid)] * 2, f"sidecar runs as gid {status['Gid']}"
@@ -299,33 +314,61 @@ def deliver_cancel_and_dead_letter(
         kafka.bootstrap_servers,
         topics.delay,
         [
-            (b"a", b"short", [("delay-target-topic", orders), ("delay-ms", "1500"),
-                              ("delay-id", "img-short")]),
-            (b"b", b"mid", [("delay-target-topic", later), ("delay-sec", "3"),
-                            ("delay-id", "img-mid")]),
-            (b"c", b"at", [("delay-target-topic", orders), ("deliver-at-ms", str(due["img-at"])),
-                           ("delay-id", "img-at")]),
-            (b"d", b"doomed", [("delay-target-topic", orders), ("deliver-at-ms", str(cancel_due)),
-                               ("delay-id", "img-cancel")]),
+            (
+                b"a",
+                b"short",
+                [("delay-target-topic", orders), ("delay-ms", "1500"), ("delay-id", "img-short")],
+            ),
+            (
+                b"b",
+                b"mid",
+                [("delay-target-topic", later), ("delay-sec", "3"), ("delay-id", "img-mid")],
+            ),
+            (
+                b"c",
+                b"at",
+                [
+                    ("delay-target-topic", orders),
+                    ("deliver-at-ms", str(due["img-at"])),
+                    ("delay-id", "img-at"),
+                ],
+            ),
+            (
+                b"d",
+                b"doomed",
+                [
+                    ("delay-target-topic", orders),
+                    ("deliver-at-ms", str(cancel_due)),
+                    ("delay-id", "img-cancel"),
+                ],
+            ),
         ],
     )
     (bad_offset,) = produce(
-        kafka.bootstrap_servers, topics.delay,
-        [(b"bad", b"payload", [("delay-target-topic", orders), ("delay-ms", "soon")])], 0,
+        kafka.bootstrap_servers,
+        topics.delay,
+        [(b"bad", b"payload", [("delay-target-topic", orders), ("delay-ms", "soon")])],
+        0,
     )
 
     # Cancel through the admin API, with the token the chart's Secret would hold.
     path = "/admin/messages/img-cancel"
     status, _ = http.call("GET", path)
     assert status == 401, f"admin GET without the token answered {status}, not 401"
-    wait_for(lambda: http.call("GET", path, auth=True)[0] == 200, 20, "img-cancel stored")
+    wait_until(
+        lambda: http.call("GET", path, auth=True)[0] == 200,
+        20,
+        "img-cancel stored",
+        retry_on=(Exception,),
+    )
     status, body = http.call("DELETE", path, auth=True)
     assert status == 200, f"DELETE {path} answered {status}: {body!r}"
     assert json.loads(body)["matched_here"] is True, body
 
     watcher.until(
         lambda a: set(due) <= {x.id for x in a} and any(x.topic == topics.dead_letter for x in a),
-        30, "the three delayed messages and the dead letter",
+        30,
+        "the three delayed messages and the dead letter",
     )
     while now_ms() < cancel_due + 1_500:  # past the cancelled one's due time, still reading
         watcher.poll()

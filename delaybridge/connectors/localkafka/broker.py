@@ -37,6 +37,7 @@ from delaybridge.connectors.localkafka.errors import (
 from delaybridge.connectors.localkafka.java import find_java
 from delaybridge.connectors.localkafka.probe import port_accepts, port_free, round_trip
 from delaybridge.connectors.localkafka.storage import format_storage, log_tail, read_bootstrap
+from delaybridge.durable import write_atomic
 from delaybridge.errors import KafkaError
 
 PROBE_TOPIC = "delaybridge-probe"
@@ -128,8 +129,9 @@ class LocalKafka:
             return BrokerStatus(BrokerState.STOPPED, self.layout.data_dir)
         bootstrap = read_bootstrap(self.layout.server_properties)
         host, _, port = bootstrap.rpartition(":")
-        return BrokerStatus(BrokerState.RUNNING, self.layout.data_dir, pid, bootstrap,
-                            port_accepts(host, int(port)))
+        return BrokerStatus(
+            BrokerState.RUNNING, self.layout.data_dir, pid, bootstrap, port_accepts(host, int(port))
+        )
 
     def start(self, timeout_s: float = 60.0, *, progress: bool = True) -> StartOutcome:
         """Start the broker and return once a produce + consume round trip works.
@@ -168,11 +170,15 @@ class LocalKafka:
         if not self.layout.meta_properties.exists():
             formatting = time.monotonic()
             format_storage(java, classpath, self.layout, _new_cluster_id())
-            _log.info("formatted KRaft storage in %s in %.1f s",
-                      self.layout.log_dirs, time.monotonic() - formatting)
+            _log.info(
+                "formatted KRaft storage in %s in %.1f s",
+                self.layout.log_dirs,
+                time.monotonic() - formatting,
+            )
         started = time.monotonic()
-        pid = process.spawn_detached(self._command(java, classpath),
-                                     output=self.layout.stdout_log, cwd=self.layout.data_dir)
+        pid = process.spawn_detached(
+            self._command(java, classpath), output=self.layout.stdout_log, cwd=self.layout.data_dir
+        )
         process.write_pid(self.layout.pid_file, pid)
         try:
             self._await_ready(pid, timeout_s)
@@ -182,9 +188,14 @@ class LocalKafka:
                 process.kill(pid, timeout_s=10.0)
             self.layout.pid_file.unlink(missing_ok=True)
             raise
-        _log.info("Kafka %s broker at %s ready in %.1f s (pid %d, data dir %s)",
-                  paths.KAFKA_VERSION, self.bootstrap, time.monotonic() - started, pid,
-                  self.layout.data_dir)
+        _log.info(
+            "Kafka %s broker at %s ready in %.1f s (pid %d, data dir %s)",
+            paths.KAFKA_VERSION,
+            self.bootstrap,
+            time.monotonic() - started,
+            pid,
+            self.layout.data_dir,
+        )
         return StartOutcome.STARTED
 
     def stop(self, timeout_s: float = 30.0) -> bool:
@@ -215,8 +226,10 @@ class LocalKafka:
         return str(self.layout.server_properties)
 
     def _check_ports(self) -> None:
-        for option, port in (("--port", self.layout.port),
-                             ("--controller-port", self.layout.controller_port)):
+        for option, port in (
+            ("--port", self.layout.port),
+            ("--controller-port", self.layout.controller_port),
+        ):
             if not port_free(self.layout.host, port):
                 raise PortInUseError(
                     f"{self.layout.host}:{port} is in use by another process (no broker of "
@@ -229,9 +242,7 @@ class LocalKafka:
             (self.layout.server_properties, render_server_properties(self.layout)),
             (self.layout.log4j_properties, render_log4j2_properties(self.layout)),
         ):
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(text)
-            os.replace(tmp, path)
+            write_atomic(path, text)
 
     def _command(self, java: Path, classpath: list[Path]) -> list[str]:
         return [

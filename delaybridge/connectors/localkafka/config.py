@@ -88,7 +88,10 @@ def render_server_properties(layout: BrokerLayout) -> str:
         ("node.id", NODE_ID),
         ("controller.quorum.voters", f"{NODE_ID}@{host}:{layout.controller_port}"),
         ("controller.listener.names", "CONTROLLER"),
-        ("listeners", f"PLAINTEXT://{host}:{layout.port},CONTROLLER://{host}:{layout.controller_port}"),
+        (
+            "listeners",
+            f"PLAINTEXT://{host}:{layout.port},CONTROLLER://{host}:{layout.controller_port}",
+        ),
         ("advertised.listeners", f"PLAINTEXT://{host}:{layout.port}"),
         ("inter.broker.listener.name", "PLAINTEXT"),
         ("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"),
@@ -122,29 +125,31 @@ def render_log4j2_properties(layout: BrokerLayout) -> str:
     """A log4j2 configuration: INFO to ``logs/server.log``, rolled at 50 MB."""
     log = layout.server_log
     archive = log.with_name("server-%i.log.gz")
-    return "\n".join([
-        "# Written by delaybridge (connectors/localkafka); rewritten at every start.",
-        "status = warn",
-        "appender.file.type = RollingFile",
-        "appender.file.name = file",
-        f"appender.file.fileName = {_escape(str(log))}",
-        f"appender.file.filePattern = {_escape(str(archive))}",
-        "appender.file.layout.type = PatternLayout",
-        "appender.file.layout.pattern = [%d] %p %m (%c)%n",
-        "appender.file.policies.type = Policies",
-        "appender.file.policies.size.type = SizeBasedTriggeringPolicy",
-        "appender.file.policies.size.size = 50MB",
-        "appender.file.strategy.type = DefaultRolloverStrategy",
-        "appender.file.strategy.max = 3",
-        "rootLogger.level = INFO",
-        "rootLogger.appenderRef.file.ref = file",
-        # The request log and the state-change log are chatty at INFO.
-        "logger.request.name = kafka.request.logger",
-        "logger.request.level = WARN",
-        "logger.state.name = state.change.logger",
-        "logger.state.level = WARN",
-        "",
-    ])
+    return "\n".join(
+        [
+            "# Written by delaybridge (connectors/localkafka); rewritten at every start.",
+            "status = warn",
+            "appender.file.type = RollingFile",
+            "appender.file.name = file",
+            f"appender.file.fileName = {_escape(str(log))}",
+            f"appender.file.filePattern = {_escape(str(archive))}",
+            "appender.file.layout.type = PatternLayout",
+            "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+            "appender.file.policies.type = Policies",
+            "appender.file.policies.size.type = SizeBasedTriggeringPolicy",
+            "appender.file.policies.size.size = 50MB",
+            "appender.file.strategy.type = DefaultRolloverStrategy",
+            "appender.file.strategy.max = 3",
+            "rootLogger.level = INFO",
+            "rootLogger.appenderRef.file.ref = file",
+            # The request log and the state-change log are chatty at INFO.
+            "logger.request.name = kafka.request.logger",
+            "logger.request.level = WARN",
+            "logger.state.name = state.change.logger",
+            "logger.state.level = WARN",
+            "",
+        ]
+    )
 
 
 def _escape(value: str) -> str:

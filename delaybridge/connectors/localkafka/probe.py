@@ -16,6 +16,11 @@ import time
 import uuid
 from typing import Any
 
+from delaybridge.connectors.clients import KafkaClients
+from delaybridge.connectors.errors import KafkaClientError, from_error
+from delaybridge.connectors.produce import produce_and_wait
+from delaybridge.connectors.settings import KafkaSettings
+from delaybridge.connectors.topics import ensure_topics
 from delaybridge.errors import KafkaError
 
 _log = logging.getLogger(__name__)
@@ -41,10 +46,14 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
-def _client_config(bootstrap: str, timeout_s: float) -> dict[str, Any]:
+def _clients(bootstrap: str) -> KafkaClients:
+    return KafkaClients(KafkaSettings(bootstrap_servers=bootstrap))
+
+
+def _quick(timeout_s: float) -> dict[str, Any]:
+    """Overrides for a probe: short socket timeouts, librdkafka's complaints at DEBUG."""
     timeout_ms = max(1000, int(timeout_s * 1000))
     return {
-        "bootstrap.servers": bootstrap,
         "socket.timeout.ms": timeout_ms,
         "socket.connection.setup.timeout.ms": timeout_ms,
         "logger": _DebugLogger(),
@@ -65,31 +74,12 @@ class _DebugLogger:
 
 
 def ensure_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
-    """Create ``topic`` (1 partition, replication 1) unless it exists."""
-    from confluent_kafka import KafkaError as RdKafkaError
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-    from confluent_kafka.cimpl import NewTopic
-
-    admin = AdminClient(_client_config(bootstrap, timeout_s))
-    futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=1, replication_factor=1)],
-        operation_timeout=timeout_s,
-        request_timeout=timeout_s,
-    )
+    """Create ``topic`` (1 partition) unless it exists."""
+    admin = _clients(bootstrap).admin(_quick(timeout_s))
     try:
-        futures[topic].result(timeout=timeout_s)
-    except TimeoutError as exc:
-        raise KafkaError(
-            f"create topic {topic} at {bootstrap}: no answer within {timeout_s:.1f} s",
-            "_TIMED_OUT",
-        ) from exc
-    except KafkaException as exc:
-        error = exc.args[0]
-        if error.code() != RdKafkaError.TOPIC_ALREADY_EXISTS:
-            raise KafkaError(
-                f"create topic {topic} at {bootstrap}: {error.str()}", error.name()
-            ) from exc
+        ensure_topics(admin, {topic: {}}, partitions=1, timeout_s=timeout_s)
+    except KafkaClientError as exc:
+        raise exc.context(f"at {bootstrap}") from exc
 
 
 def produce(bootstrap: str, topic: str, value: bytes, timeout_s: float) -> tuple[int, int]:
@@ -98,35 +88,24 @@ def produce(bootstrap: str, topic: str, value: bytes, timeout_s: float) -> tuple
     Raises :class:`KafkaError` within about ``timeout_s`` if the broker does
     not acknowledge, e.g. ``_MSG_TIMED_OUT`` when it is down.
     """
-    from confluent_kafka import Producer
-
-    config = _client_config(bootstrap, timeout_s)
-    config.update({"acks": "all", "message.timeout.ms": max(1000, int(timeout_s * 1000))})
-    producer = Producer(config)
-    outcome: list[Any] = []
-    producer.produce(topic, value, on_delivery=lambda err, msg: outcome.append((err, msg)))
-    remaining = producer.flush(timeout_s + 1.0)
-    if remaining or not outcome:
-        raise KafkaError(
-            f"produce to {topic} at {bootstrap}: no delivery report within {timeout_s:.1f} s",
-            "_TIMED_OUT",
-        )
-    err, msg = outcome[0]
-    if err is not None:
-        raise KafkaError(f"produce to {topic} at {bootstrap}: {err.str()}", err.name())
-    return msg.partition(), msg.offset()
+    producer = _clients(bootstrap).producer(
+        _quick(timeout_s) | {"message.timeout.ms": max(1000, int(timeout_s * 1000))}
+    )
+    try:
+        ref = produce_and_wait(producer, topic, value, timeout_s=timeout_s + 1.0)
+    except KafkaClientError as exc:
+        raise exc.context(f"at {bootstrap}") from exc
+    return ref.partition, ref.offset
 
 
 def consume_at(
     bootstrap: str, topic: str, partition: int, offset: int, timeout_s: float
 ) -> bytes | None:
     """The value of the record at ``topic/partition/offset``, read without a group."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    config = _client_config(bootstrap, timeout_s)
-    config.update({"group.id": f"delaybridge-probe-{uuid.uuid4().hex}",
-                   "enable.auto.commit": False})
-    consumer = Consumer(config)
+    consumer = _clients(bootstrap).reader(_quick(timeout_s))
+    where = f"consume {topic}/{partition}/{offset} at {bootstrap}"
     try:
         consumer.assign([TopicPartition(topic, partition, offset)])
         deadline = time.monotonic() + timeout_s
@@ -136,17 +115,10 @@ def consume_at(
                 continue
             error = msg.error()
             if error is not None:
-                raise KafkaError(
-                    f"consume {topic}/{partition}/{offset} at {bootstrap}: {error.str()}",
-                    error.name(),
-                )
+                raise from_error(error, where)
             value: bytes | None = msg.value()
             return value
-        raise KafkaError(
-            f"consume {topic}/{partition}/{offset} at {bootstrap}: "
-            f"nothing within {timeout_s:.1f} s",
-            "_TIMED_OUT",
-        )
+        raise KafkaError(f"{where}: nothing within {timeout_s:.1f} s", "_TIMED_OUT")
     finally:
         consumer.close()
 

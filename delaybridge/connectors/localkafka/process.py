@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from delaybridge.durable import write_atomic
+
 POLL_INTERVAL_S = 0.1
 
 
@@ -86,9 +88,7 @@ def read_pid(pid_file: Path) -> int | None:
 
 
 def write_pid(pid_file: Path, pid: int) -> None:
-    tmp = pid_file.with_suffix(".pid.tmp")
-    tmp.write_text(f"{pid}\n")
-    os.replace(tmp, pid_file)
+    write_atomic(pid_file, f"{pid}\n")
 
 
 def is_running(pid: int, marker: str) -> bool:

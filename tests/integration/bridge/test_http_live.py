@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,8 +11,9 @@ import pytest
 from confluent_kafka import Producer
 
 from delaybridge.bridge.http import HttpServer
+from tests.http_client import Client, Reply
 from tests.integration.sidecar.harness import InProcessSidecar, Topics, Watcher, settings_for
-from tests.unit.bridge.test_http import Client, Reply
+from tests.support import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -38,7 +38,7 @@ def live(kafka: Any, topics: Topics, tmp_path: Path) -> Iterator[tuple[InProcess
     )  # fmt: skip
     sidecar = InProcessSidecar.start(settings)
     try:
-        with HttpServer(settings.http, sidecar.service, sidecar.service.metrics) as server:
+        with HttpServer(settings.http, sidecar.service.control, sidecar.service.metrics) as server:
             yield sidecar, Client(server.port)
     finally:
         sidecar.stop()
@@ -56,13 +56,17 @@ def send(bootstrap: str, topics: Topics, id: str, delay_ms: int) -> None:
 
 
 def until(client: Client, method: str, path: str, status: int, timeout_s: float = 20) -> Reply:
-    deadline = time.monotonic() + timeout_s
-    reply = client(method, path, TOKEN)
-    while reply.status != status:
-        assert time.monotonic() < deadline, f"{method} {path}: {reply.status} {reply.body!r}"
-        time.sleep(0.05)
-        reply = client(method, path, TOKEN)
-    return reply
+    replies: list[Reply] = []
+
+    def answered() -> bool:
+        replies.append(client(method, path, TOKEN))
+        return replies[-1].status == status
+
+    def last() -> str:
+        return f"last reply: {replies[-1].status} {replies[-1].body!r}"
+
+    wait_until(answered, timeout_s, f"{method} {path} to answer {status}", detail=last)
+    return replies[-1]
 
 
 def metric(client: Client, line_start: str) -> float:
@@ -70,6 +74,20 @@ def metric(client: Client, line_start: str) -> float:
         if line.startswith(line_start):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"no metric line starting {line_start!r}")
+
+
+def metric_reaches(client: Client, line_start: str, value: float, timeout_s: float = 20) -> None:
+    """Gauges are published at each flush interval, after the store already answers."""
+    seen: list[str] = []
+
+    def reached() -> bool:
+        try:
+            seen.append(str(metric(client, line_start)))
+        except AssertionError as missing:
+            seen.append(str(missing))
+        return seen[-1] == str(float(value))
+
+    wait_until(reached, timeout_s, f"{line_start} to reach {value}", detail=lambda: seen[-1])
 
 
 def test_lookup_cancel_and_metrics(
@@ -82,9 +100,8 @@ def test_lookup_cancel_and_metrics(
 
     found = until(client, "GET", "/admin/messages/live-1", 200).json()
     assert (found["id"], found["target_topic"]) == ("live-1", topics.targets[0])
-    assert (
-        metric(client, f'delaybridge_pending_messages{{target_topic="{topics.targets[0]}"}}') == 1
-    )
+    pending = f'delaybridge_pending_messages{{target_topic="{topics.targets[0]}"}}'
+    metric_reaches(client, pending, 1)
     assert metric(client, f'delaybridge_enqueued_total{{delay_topic="{topics.delay}"}}') == 1
     stats = client("GET", "/admin/stats", TOKEN).json()
     assert sum(p["pending"] for p in stats["partitions"]) == 1

@@ -19,7 +19,8 @@ from confluent_kafka import Consumer, Message, Producer
 
 from delaybridge.bridge.service import Service
 from delaybridge.bridge.settings import Settings, load
-from delaybridge.connectors.kafka import header_text
+from delaybridge.connectors import header_text
+from tests.support import wait_until
 
 
 @dataclass
@@ -72,18 +73,16 @@ class InProcessSidecar:
         thread = threading.Thread(target=run, name="sidecar", daemon=True)
         thread.start()
         sidecar = cls(service, thread, holder)
-        sidecar.wait_for(lambda: service.ready()[0], timeout_s, "sidecar ready")
+        sidecar.wait_for(lambda: service.control.ready()[0], timeout_s, "sidecar ready")
         return sidecar
 
     def wait_for(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def alive_and() -> bool:
             if self.errors:
                 raise AssertionError(f"sidecar died: {self.errors[0]!r}") from self.errors[0]
-            if condition():
-                return
-            time.sleep(0.02)
-        raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+            return condition()
+
+        wait_until(alive_and, timeout_s, what, interval_s=0.02)
 
     def __enter__(self) -> InProcessSidecar:
         return self
@@ -124,15 +123,13 @@ class SubprocessSidecar:
             )
 
     def wait_log(self, text: str, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def logged() -> bool:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise AssertionError(f"sidecar exited {self.proc.returncode}:\n{self.tail()}")
-            if text in self.log.read_text(errors="replace"):
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"no {text!r} in the sidecar log after {timeout_s} s:\n{self.tail()}")
+            return text in self.log.read_text(errors="replace")
+
+        wait_until(logged, timeout_s, f"{text!r} in the sidecar log", detail=self.tail)
 
     def owned(self) -> set[str]:
         """The partitions this process holds now, from its "assigned"/"released" log lines."""
@@ -201,16 +198,15 @@ class Watcher:
     def until(
         self, condition: Callable[[list[Arrival]], bool], timeout_s: float, what: str
     ) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def arrived() -> bool:
             self.poll()
-            if condition(self.arrivals):
-                return
-        ids = sorted({a.id for a in self.arrivals})[:20]
-        raise AssertionError(
-            f"timed out after {timeout_s} s waiting for {what}; have {len(self.arrivals)} "
-            f"arrivals, ids {ids}"
-        )
+            return condition(self.arrivals)
+
+        def have() -> str:
+            ids = sorted({a.id for a in self.arrivals})[:20]
+            return f"have {len(self.arrivals)} arrivals, ids {ids}"
+
+        wait_until(arrived, timeout_s, what, interval_s=0, detail=have)
 
     def settle(self, quiet_s: float) -> None:
         """Keep reading until nothing new arrives for ``quiet_s`` (to catch extras)."""

@@ -18,6 +18,7 @@ from tests.integration.sidecar.harness import (
     produce,
     send,
 )
+from tests.kafka_cluster import RecordWithHeaders
 
 pytestmark = pytest.mark.kafka
 
@@ -72,7 +73,9 @@ def test_every_header_form_delivers_on_time(
         ],
         "rmq4-level": [("delay-target-topic", orders), ("DELAY", "1"), ("delay-id", "rmq4-level")],
     }
-    records = [(k.encode(), b"v-" + k.encode(), h) for k, h in forms.items()]
+    records: list[RecordWithHeaders] = [
+        (k.encode(), b"v-" + k.encode(), h) for k, h in forms.items()
+    ]
     records.append(
         (
             b"etf1-key",
@@ -178,7 +181,7 @@ def test_fifo_within_a_tick_per_source_partition(
 ) -> None:
     due = now_ms() + 1_500
     n = 500
-    records = [
+    records: list[RecordWithHeaders] = [
         (b"same-key", str(i).encode(), native(topics.targets[1], f"fifo-{i}", at(due)))
         for i in range(n)
     ]
@@ -309,7 +312,7 @@ def test_admin_lookup_pause_and_cancel(
 ) -> None:
     from delaybridge.bridge.control import Direction
 
-    service = sidecar.service
+    service = sidecar.service.control
     service.pause(Direction.DEQUEUE)
     assert Direction.DEQUEUE in service.paused()
     for id in ("admin-victim", "admin-keep"):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +18,8 @@ from tests.integration.sidecar.harness import (
     now_ms,
     produce,
 )
+from tests.kafka_cluster import RecordWithHeaders
+from tests.support import wait_until
 
 MakeSettings = Callable[..., Settings]
 
@@ -29,7 +30,7 @@ def _send_spread(kafka: Any, topics: Topics, n: int, spread_ms: int, prefix: str
     """n messages due over the next ``spread_ms``; returns the latest due time."""
     t = now_ms() + 1_000
     for chunk in iter_chunks(n, 2_000):
-        records = [
+        records: list[RecordWithHeaders] = [
             (
                 f"k{i}".encode(),
                 f"v{i}".encode(),
@@ -102,10 +103,14 @@ def test_sigterm_drains_and_exits_within_grace(
 def test_two_sidecar_processes_share_partitions_and_take_over(
     kafka: Any, topics: Topics, watcher: Watcher, tmp_path: Path, make_settings: MakeSettings
 ) -> None:
-    # Two `delaybridge run` processes, same group, same data dir root (one machine).
-    settings = make_settings()
-    one = SubprocessSidecar(settings, tmp_path, "one")
-    two = SubprocessSidecar(settings, tmp_path, "two")
+    # Two `delaybridge run` processes, same group, each with its own data directory (as
+    # the chart's replicas are): the survivor restores the other's partitions from Kafka.
+    one = SubprocessSidecar(
+        make_settings(store={"data_dir": str(tmp_path / "one")}), tmp_path, "one"
+    )
+    two = SubprocessSidecar(
+        make_settings(store={"data_dir": str(tmp_path / "two")}), tmp_path, "two"
+    )
     everything = {f"{topics.delay}-{p}" for p in range(3)}
     one.start()
     two.start()
@@ -139,10 +144,7 @@ def test_two_sidecar_processes_share_partitions_and_take_over(
 def _await(
     condition: Callable[[], bool], timeout_s: float, what: str, *sides: SubprocessSidecar
 ) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    logs = "\n\n".join(f"--- {s.log.name}\n{s.tail()}" for s in sides)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}\n{logs}")
+    def logs() -> str:
+        return "\n\n".join(f"--- {s.log.name}\n{s.tail()}" for s in sides)
+
+    wait_until(condition, timeout_s, what, interval_s=0.1, detail=logs)

@@ -44,7 +44,7 @@ from delaybridge.spark.settings import ReconcileSettings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-Headers = list[tuple[str, bytes | None]]
+Headers = list[tuple[str, str | bytes | None]]
 
 
 @dataclass(frozen=True)
@@ -293,3 +293,32 @@ def test_clean_topics_pass(kafka: Any, spark: Any, tmp_path: Path) -> None:
         sent=20, due=20, delivered=20, lateness_p50_ms=80, lateness_p99_ms=80, lateness_max_ms=80
     )
     assert report.exit_code == EXIT_OK
+
+
+def test_a_message_sent_past_due_is_late_only_from_its_send_time(kafka: Any, spark: Any) -> None:
+    """Lateness counts from max(due, the schedule record's timestamp): a message sent a
+    minute past due and delivered at once is on time, not a minute late."""
+    delay = kafka.create_topic("recon-pastdue-delay")
+    target = kafka.create_topic("recon-pastdue-target")
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all"})
+    sent = time.time_ns() // 1_000_000 - 600_000
+    cases = {  # id: (due, delivered); every schedule record is written at `sent`
+        "at-once": (sent - 60_000, sent + 40),  # sent past due, delivered at once
+        "slow": (sent - 60_000, sent + 5_000),  # sent past due, then 5 s late
+        "normal": (sent + 1_000, sent + 1_020),
+    }
+    for i, (id, (due, at)) in enumerate(cases.items()):
+        headers = _h(delay_target_topic=target, deliver_at_ms=str(due), delay_id=id)
+        producer.produce(delay, b"v", timestamp=sent, headers=headers)
+        producer.produce(target, b"v", timestamp=at, headers=_delivery(id, due, f"{delay}/0/{i}"))
+    assert producer.flush(30) == 0
+    settings = ReconcileSettings(
+        bootstrap_servers=kafka.bootstrap_servers,
+        delay_topics=(delay,),
+        target_topics=(target,),
+        output_dir=None,
+        progress=False,
+    )
+    totals = run_reconciliation(settings, spark=spark).totals
+    assert (totals.delivered, totals.early, totals.late) == (3, 0, 1)
+    assert (totals.lateness_p50_ms, totals.lateness_max_ms) == (40, 5_000)

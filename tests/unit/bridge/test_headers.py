@@ -6,7 +6,6 @@ import pytest
 
 from delaybridge.bridge.headers import (
     Cancel,
-    HeaderRules,
     Rejected,
     Schedule,
     SourceRecord,
@@ -14,6 +13,7 @@ from delaybridge.bridge.headers import (
     delivered_headers,
 )
 from delaybridge.bridge.reasons import Reason
+from delaybridge.bridge.rules import HeaderRules
 from delaybridge.bridge.settings import DEFAULT_DELAY_LEVELS
 
 TS = 1_700_000_000_000

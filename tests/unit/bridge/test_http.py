@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import http.client
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 import pytest
 
 from delaybridge.bridge.control import Control, ControlTimeout, Direction
-from delaybridge.bridge.http import HttpServer, is_loopback
+from delaybridge.bridge.http import HttpServer
 from delaybridge.bridge.metrics import Metrics
 from delaybridge.bridge.settings import HttpSettings
 from delaybridge.errors import ConfigError
+from tests.http_client import Client
 
 TOKEN = "s3cret-token-value"
 
@@ -61,32 +60,6 @@ class FakeControl:
 
     def paused(self) -> set[Direction]:
         return set(self.paused_now)
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return orjson.loads(self.body)
-
-
-class Client:
-    def __init__(self, port: int) -> None:
-        self.port = port
-
-    def __call__(self, method: str, path: str, token: str | None = None, **headers: str) -> Reply:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-        try:
-            if token is not None:
-                headers["Authorization"] = f"Bearer {token}"
-            conn.request(method, path, headers=headers)
-            resp = conn.getresponse()
-            return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
-        finally:
-            conn.close()
 
 
 @pytest.fixture
@@ -191,15 +164,6 @@ def test_off_loopback_without_token_refuses_to_start(
 ) -> None:
     with pytest.raises(ConfigError, match="admin_token"):
         HttpServer(HttpSettings(host="0.0.0.0", port=0), control, metrics)
-
-
-@pytest.mark.parametrize(
-    ("host", "expected"),
-    [("127.0.0.1", True), ("127.8.9.1", True), ("::1", True), ("localhost", True),
-     ("0.0.0.0", False), ("::", False), ("10.0.0.1", False), ("example.org", False)],
-)  # fmt: skip
-def test_is_loopback(host: str, expected: bool) -> None:
-    assert is_loopback(host) is expected
 
 
 def test_token_never_logged(client: Client, caplog: pytest.LogCaptureFixture) -> None:

@@ -107,14 +107,14 @@ def test_label_budget_keeps_values_it_has_seen() -> None:
 
 
 def test_partition_gauges_and_forget(m: Metrics) -> None:
-    m.set_store_bytes("delay", 3, 4096)
-    m.set_consumer_lag("delay", 3, 12)
-    m.store_recovered("delay", 3, 0.25)
+    m.partitions.set_store_bytes("delay", 3, 4096)
+    m.partitions.set_consumer_lag("delay", 3, 12)
+    m.partitions.store_recovered("delay", 3, 0.25)
     assert value(m, "delaybridge_store_bytes", topic="delay", partition="3") == 4096
     assert value(m, "delaybridge_consumer_lag_messages", topic="delay", partition="3") == 12
     assert value(m, "delaybridge_store_recovery_seconds", topic="delay", partition="3") == 0.25
-    m.forget_partition("delay", 3)
-    m.forget_partition("delay", 9)  # never set: no error
+    m.partitions.forget("delay", 3)
+    m.partitions.forget("delay", 9)  # never set: no error
     assert value(m, "delaybridge_store_bytes", topic="delay", partition="3") is None
     assert value(m, "delaybridge_consumer_lag_messages", topic="delay", partition="3") is None
 
@@ -156,8 +156,8 @@ def test_exposition_parses_and_names_carry_units(m: Metrics) -> None:
     m.delivered("orders")
     m.observe_lateness_ms([1])
     m.set_pending({"orders": 1})
-    m.set_store_bytes("delay", 0, 1)
-    m.set_consumer_lag("delay", 0, 1)
+    m.partitions.set_store_bytes("delay", 0, 1)
+    m.partitions.set_consumer_lag("delay", 0, 1)
     families = {
         f.name for f in text_string_to_metric_families(generate_latest(m.registry).decode())
     }

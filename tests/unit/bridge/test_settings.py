@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from delaybridge.bridge.settings import load
+from delaybridge.bridge.settings import is_loopback, load
 from delaybridge.errors import ConfigError
 
 
@@ -45,3 +45,20 @@ def test_errors_name_the_setting(tmp_path: Path, text: str, named: str) -> None:
 def test_subscription_pattern() -> None:
     assert load(None, delay_topic_pattern="delay\\..*").subscription() == ["^delay\\..*"]
     assert load(None, delay_topics=["a", "b"]).subscription() == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.8.9.1", True), ("::1", True), ("localhost", True),
+     ("127.evil.example", False), ("0.0.0.0", False), ("::", False), ("10.0.0.1", False),
+     ("example.org", False)],
+)  # fmt: skip
+def test_one_loopback_rule_for_settings_and_server(host: str, loopback: bool) -> None:
+    # A host name that merely starts with "127." may resolve anywhere: it needs a token,
+    # in the settings exactly as in the HTTP server's own check.
+    assert is_loopback(host) is loopback
+    if loopback:
+        assert load(None, http={"host": host}).http.host == host
+    else:
+        with pytest.raises(ConfigError, match="admin_token"):
+            load(None, http={"host": host})

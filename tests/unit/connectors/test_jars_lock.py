@@ -21,11 +21,14 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_parses_lines_in_order_with_comments_and_classifier(tmp_path: Path) -> None:
-    lock = write(tmp_path, f"""# header comment
+    lock = write(
+        tmp_path,
+        f"""# header comment
 
 org.apache.kafka:kafka-clients:4.3.1 {SHA_A}   # trailing comment
 com.example:native:1.0:linux-x86_64 {SHA_B}
-""")
+""",
+    )
     assert read_lock(lock) == [
         Artifact("org.apache.kafka", "kafka-clients", "4.3.1", SHA_A),
         Artifact("com.example", "native", "1.0", SHA_B, "linux-x86_64"),
@@ -42,7 +45,10 @@ def test_filename_url_and_coordinate() -> None:
     native = Artifact("com.example", "native", "1.0", SHA_A, "linux")
     assert native.filename == "native-1.0-linux.jar"
     assert native.coordinate == "com.example:native:1.0:linux"
-    assert native.url("http://mirror/repo/") == "http://mirror/repo/com/example/native/1.0/native-1.0-linux.jar"
+    assert (
+        native.url("http://mirror/repo/")
+        == "http://mirror/repo/com/example/native/1.0/native-1.0-linux.jar"
+    )
 
 
 @pytest.mark.parametrize(

@@ -34,10 +34,12 @@ def test_single_node_kraft_combined_mode(tmp_path: Path) -> None:
     assert props["log.dirs"] == str(tmp_path / "data" / "kraft")
     assert props["group.initial.rebalance.delay.ms"] == "0"
     # A single broker cannot host internal topics with the default factor 3.
-    for key in ("offsets.topic.replication.factor",
-                "transaction.state.log.replication.factor",
-                "transaction.state.log.min.isr",
-                "default.replication.factor"):
+    for key in (
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "default.replication.factor",
+    ):
         assert props[key] == "1", key
     assert "controller.quorum.bootstrap.servers" not in props, "static quorum, see config.py"
 

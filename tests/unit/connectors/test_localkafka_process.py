@@ -34,8 +34,9 @@ def listener() -> Iterator[int]:
 def sleeper(tmp_path: Path, marker: str) -> int:
     # A real detached child whose command line carries the marker.
     code = f"import time; time.sleep(120)  # {marker}"
-    return process.spawn_detached([sys.executable, "-c", code], output=tmp_path / "out.log",
-                                  cwd=tmp_path)
+    return process.spawn_detached(
+        [sys.executable, "-c", code], output=tmp_path / "out.log", cwd=tmp_path
+    )
 
 
 def test_spawned_process_is_found_by_marker_and_stopped(tmp_path: Path) -> None:
@@ -69,8 +70,9 @@ def test_ports(listener: int) -> None:
 
 
 def test_port_in_use_is_refused_before_anything_else(tmp_path: Path, listener: int) -> None:
-    kafka = LocalKafka(tmp_path / "data", port=listener, controller_port=listener,
-                       cache_dir=tmp_path / "cache")
+    kafka = LocalKafka(
+        tmp_path / "data", port=listener, controller_port=listener, cache_dir=tmp_path / "cache"
+    )
     with pytest.raises(PortInUseError, match=f"127.0.0.1:{listener} is in use.*--port"):
         kafka.start(timeout_s=5)
     assert not (tmp_path / "cache").exists(), "nothing may be fetched for a start that cannot work"

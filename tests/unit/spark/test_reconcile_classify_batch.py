@@ -6,7 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from delaybridge.bridge.headers import HeaderRules
+from delaybridge.bridge.rules import HeaderRules
 from delaybridge.bridge.settings import DEFAULT_DELAY_LEVELS
 from delaybridge.spark.decisions import Kind, batch_classifier, classify_batch
 

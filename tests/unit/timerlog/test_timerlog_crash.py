@@ -20,17 +20,22 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import START_MS, crash, drain, rec
 
 from delaybridge.errors import IntegrityError
+from delaybridge.fileformat import HEADER_SIZE
 from delaybridge.timerlog import ManualClock, StoreSettings, TimerRecord, TimerStore
-from delaybridge.wheel.file_header import HEADER_SIZE
+from tests.unit.timerlog.support import START_MS, drain, rec
 
 CASES = int(os.environ.get("CRASH_CASES", "120"))
 # Copies are made in RAM when possible: hundreds of copies, no disk I/O to wait for.
 SCRATCH = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
-SETTINGS = StoreSettings(tick_ms=100, wheel_slots=64, commit_segment_bytes=16_384,
-                         timer_segment_entries=128, cancel_grace_ms=60_000)
+SETTINGS = StoreSettings(
+    tick_ms=100,
+    wheel_slots=64,
+    commit_segment_bytes=16_384,
+    timer_segment_entries=128,
+    cancel_grace_ms=60_000,
+)
 END_MS = START_MS + 3_600_000
 
 
@@ -43,15 +48,22 @@ def build(directory: Path) -> None:
         for _ in range(60):
             n += 1
             delay = (n * 7919) % 20_000 - 2_000  # past, near, beyond the 6.4 s window
-            recs.append(rec(f"m{n}", clock.now_ms() + delay, offset=n, value=bytes([n % 251]) * 90,
-                            topic="a" if n % 3 else "b"))
+            recs.append(
+                rec(
+                    f"m{n}",
+                    clock.now_ms() + delay,
+                    offset=n,
+                    value=bytes([n % 251]) * 90,
+                    topic="a" if n % 3 else "b",
+                )
+            )
         store.append(recs)
         store.cancel([(f"m{n - 5}", None), (f"m{n - 9}", "b"), (f"later{batch}", None)])
         clock.advance(900)
         drain(store, 17)
         store.flush(recompute_live=True)
     store.append([rec("unflushed", clock.now_ms() + 1_000, offset=n + 1)])
-    crash(store)
+    store.abandon()
 
 
 @dataclass
@@ -64,13 +76,20 @@ class Template:
 
 def vouched_ranges(directory: Path) -> dict[Path, list[tuple[int, int]]]:
     ck = orjson.loads((directory / "checkpoint").read_bytes()[16:])
-    out: dict[Path, list[tuple[int, int]]] = {Path("checkpoint"): [(0, 1 << 30)],
-                                              Path("wheel"): [(0, HEADER_SIZE)]}
+    out: dict[Path, list[tuple[int, int]]] = {
+        Path("checkpoint"): [(0, 1 << 30)],
+        Path("wheel"): [(0, HEADER_SIZE)],
+    }
     store = TimerStore.open(directory, SETTINGS, ManualClock(START_MS + 5_400))
-    cl_start = store.timer.entry(ck["live_start"])[3] if ck["live_start"] < ck["timer_end"] \
+    cl_start = (
+        store.timer.entry(ck["live_start"]).cl_pos
+        if ck["live_start"] < ck["timer_end"]
         else ck["commit_end"]
-    for log, lo, hi in ((store.commit.log, cl_start, ck["commit_end"]),
-                        (store.timer.log, ck["live_start"] * 32, ck["timer_end"] * 32)):
+    )
+    for log, lo, hi in (
+        (store.commit_log.log, cl_start, ck["commit_end"]),
+        (store.timer.log, ck["live_start"] * 32, ck["timer_end"] * 32),
+    ):
         for i, seg in enumerate(log.segments):
             rel = seg.path.relative_to(directory)
             ranges = [(0, HEADER_SIZE)]
@@ -78,9 +97,9 @@ def vouched_ranges(directory: Path) -> dict[Path, list[tuple[int, int]]]:
             if a < b:
                 ranges.append((HEADER_SIZE + a - seg.base, HEADER_SIZE + b - seg.base))
             out[rel] = ranges
-    cancels = store.cancels._path(store.cancels.generation).relative_to(directory)
+    cancels = store.cancels.path.relative_to(directory)
     out[cancels] = [(0, HEADER_SIZE + ck["cancel_end"])]
-    crash(store)
+    store.abandon()
     return out
 
 
@@ -113,7 +132,7 @@ def run(directory: Path) -> list[TimerRecord]:
         clock.set(END_MS)
         return out + drain(store)
     finally:
-        crash(store)
+        store.abandon()
 
 
 def files(directory: Path) -> list[Path]:
@@ -137,8 +156,9 @@ def check_case(template: Template, work: Path, rel: Path, offset: int, what: str
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_truncation_anywhere_is_detected_or_harmless(template: Template, scratch: Path,
-                                                     seed: int) -> None:
+def test_truncation_anywhere_is_detected_or_harmless(
+    template: Template, scratch: Path, seed: int
+) -> None:
     rnd = random.Random(seed)
     detected = 0
     for case in range(CASES // 3):
@@ -154,8 +174,9 @@ def test_truncation_anywhere_is_detected_or_harmless(template: Template, scratch
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_bit_flip_anywhere_is_detected_or_harmless(template: Template, scratch: Path,
-                                                   seed: int) -> None:
+def test_bit_flip_anywhere_is_detected_or_harmless(
+    template: Template, scratch: Path, seed: int
+) -> None:
     rnd = random.Random(100 + seed)
     detected = 0
     for case in range(CASES // 3):

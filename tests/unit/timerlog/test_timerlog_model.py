@@ -2,7 +2,7 @@
 
 Random appends (delays past the window, equal due times, due times in the past),
 cancels (right topic, wrong topic, any topic, unknown ids), clock advances, partial
-takes, commits, clean reopens and crashes after a flush. Invariants: exactly the
+takes, marks delivered, clean reopens and crashes after a flush. Invariants: exactly the
 model's deliveries, never early, arrival order within a tick, and after a crash
 only in-flight messages come again. HYPOTHESIS_DEEP=1 runs many more examples.
 """
@@ -14,22 +14,40 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
-from conftest import START_MS, crash, rec
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from delaybridge.timerlog import DueRecord, ManualClock, StoreSettings, TimerStore
+from tests.unit.timerlog.support import START_MS, rec
 
 DEEP = os.environ.get("HYPOTHESIS_DEEP") == "1"
-SETTINGS = StoreSettings(tick_ms=100, wheel_slots=32, commit_segment_bytes=4096,
-                         timer_segment_entries=64, cancel_grace_ms=0)
+SETTINGS = StoreSettings(
+    tick_ms=100,
+    wheel_slots=32,
+    commit_segment_bytes=4096,
+    timer_segment_entries=64,
+    cancel_grace_ms=0,
+)
 TICK = SETTINGS.tick_ms
 TOPICS = ("a", "b")
 # Delays in ms: past, now, same-tick clusters, inside and beyond the 3.2 s window.
-delays = st.one_of(st.integers(-5_000, 0), st.sampled_from([0, 50, 100, 1_000, 3_150, 3_300]),
-                   st.integers(0, 40_000).map(lambda d: d // 50 * 50))
+delays = st.one_of(
+    st.integers(-5_000, 0),
+    st.sampled_from([0, 50, 100, 1_000, 3_150, 3_300]),
+    st.integers(0, 40_000).map(lambda d: d // 50 * 50),
+)
+
+
+class Pending(NamedTuple):
+    """A message the model expects (heap order: due time, then arrival)."""
+
+    due_ms: int
+    seq: int
+    id: str
+    topic: str
 
 
 def ceil_tick(ms: int) -> int:
@@ -43,8 +61,7 @@ class StoreModel(RuleBasedStateMachine):
         self.clock = ManualClock(START_MS)
         self.store = TimerStore.open(self.dir, SETTINGS, self.clock)
         self.seq = 0
-        # pending: heap of (due, seq, id, topic); the model of what must come out.
-        self.pending: list[tuple[int, int, str, str]] = []
+        self.pending: list[Pending] = []  # a heap: the model of what must come out
         self.appended_at: dict[int, int] = {}
         self.cancelled: set[int] = set()
         self.inflight: list[DueRecord] = []
@@ -52,8 +69,7 @@ class StoreModel(RuleBasedStateMachine):
         self.last_by_tick: dict[int, int] = {}
 
     def teardown(self) -> None:
-        if not self.store._closed:
-            self.store.close()
+        self.store.close()  # a no-op on a closed store
         shutil.rmtree(self.dir, ignore_errors=True)
 
     @rule(ds=st.lists(st.tuples(delays, st.sampled_from(TOPICS)), min_size=1, max_size=8))
@@ -63,7 +79,7 @@ class StoreModel(RuleBasedStateMachine):
         for delay, topic in ds:
             self.seq += 1
             batch.append(rec(f"m{self.seq}", now + delay, topic=topic, offset=self.seq))
-            heapq.heappush(self.pending, (now + delay, self.seq, f"m{self.seq}", topic))
+            heapq.heappush(self.pending, Pending(now + delay, self.seq, f"m{self.seq}", topic))
             self.appended_at[self.seq] = now
         self.store.append(batch)
 
@@ -73,8 +89,8 @@ class StoreModel(RuleBasedStateMachine):
             assert self.store.cancel([("nobody", None)]) == [False]
             return
         seq = pick % self.seq + 1
-        entry = next((p for p in self.pending if p[1] == seq), None)
-        topic = entry[3] if entry else "a"
+        entry = next((p for p in self.pending if p.seq == seq), None)
+        topic = entry.topic if entry else "a"
         asked = {"same": topic, "other": "b" if topic == "a" else "a", "any": None}[how]
         expect = entry is not None and seq not in self.cancelled and asked in (topic, None)
         assert self.store.cancel([(f"m{seq}", asked)]) == [expect]
@@ -85,31 +101,35 @@ class StoreModel(RuleBasedStateMachine):
     def advance(self, ms: int) -> None:
         self.clock.advance(ms)
 
-    @rule(n=st.integers(1, 7), commit=st.booleans())
-    def take(self, n: int, commit: bool) -> None:
+    @rule(n=st.integers(1, 7), mark=st.booleans())
+    def take(self, n: int, mark: bool) -> None:
         got = self.store.take_due(n)
         assert len(got) <= n
         self._check(got)
         self.inflight += got
-        if commit and self.inflight:
-            self.store.commit_delivered(self.inflight[-1].cursor)
+        if mark and self.inflight:
+            self.store.mark_delivered(self.inflight[-1].cursor)
             self.inflight.clear()
 
     @rule()
     def drain(self) -> None:
         """Everything the model says is due must come out now, and nothing else."""
         if self.inflight:
-            self.store.commit_delivered(self.inflight[-1].cursor)
+            self.store.mark_delivered(self.inflight[-1].cursor)
             self.inflight.clear()
         now = self.clock.now_ms()
         got: list[DueRecord] = []
         while batch := self.store.take_due(5):
             self._check(batch)
             got += batch
-            self.store.commit_delivered(batch[-1].cursor)
+            self.store.mark_delivered(batch[-1].cursor)
         # Due times round up to a tick; past-due lands one tick after the reader.
-        must = {p[2] for p in self.pending if p[1] not in self.cancelled
-                and max(ceil_tick(p[0]), self.appended_at[p[1]] // TICK * TICK + TICK) <= now}
+        must = {
+            p.id
+            for p in self.pending
+            if p.seq not in self.cancelled
+            and max(ceil_tick(p.due_ms), self.appended_at[p.seq] // TICK * TICK + TICK) <= now
+        }
         out = {d.record.id for d in got}
         assert must <= out | self.delivered, must - out - self.delivered
 
@@ -125,7 +145,7 @@ class StoreModel(RuleBasedStateMachine):
             assert self.last_by_tick.get(tick, 0) < seq, f"{r.id} out of order in tick {tick}"
             self.last_by_tick[tick] = seq
             self.delivered.add(r.id)
-        self.pending = [p for p in self.pending if p[2] not in self.delivered]
+        self.pending = [p for p in self.pending if p.id not in self.delivered]
         heapq.heapify(self.pending)
 
     @rule(clean=st.booleans())
@@ -133,19 +153,19 @@ class StoreModel(RuleBasedStateMachine):
         """Clean close, or flush then crash: in-flight messages come back, nothing else."""
         if clean:
             if self.inflight:
-                self.store.commit_delivered(self.inflight[-1].cursor)
+                self.store.mark_delivered(self.inflight[-1].cursor)
                 self.inflight.clear()
             self.store.close()
         else:
             self.store.flush()
-            crash(self.store)
-            for d in self.inflight:
-                self.delivered.discard(d.record.id)
-                heapq.heappush(self.pending, (d.record.due_ms, d.record.source_offset,
-                                              d.record.id, d.record.target_topic))
-                tick = ceil_tick(d.record.due_ms)
-                self.last_by_tick[tick] = min(self.last_by_tick.get(tick, 0),
-                                              d.record.source_offset - 1)
+            self.store.abandon()
+            for r in (d.record for d in self.inflight):
+                self.delivered.discard(r.id)
+                heapq.heappush(
+                    self.pending, Pending(r.due_ms, r.source_offset, r.id, r.target_topic)
+                )
+                tick = ceil_tick(r.due_ms)
+                self.last_by_tick[tick] = min(self.last_by_tick.get(tick, 0), r.source_offset - 1)
             self.inflight.clear()
         self.store = TimerStore.open(self.dir, SETTINGS, self.clock)
         assert self.store.last_source_offset == (self.seq or -1)
@@ -153,7 +173,7 @@ class StoreModel(RuleBasedStateMachine):
     @precondition(lambda self: not self.inflight)
     @invariant()
     def counts(self) -> None:
-        live = [p for p in self.pending if p[1] not in self.cancelled]
+        live = [p for p in self.pending if p.seq not in self.cancelled]
         assert self.store.stats().pending == len(live)
 
 

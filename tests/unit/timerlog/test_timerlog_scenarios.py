@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import START_MS, crash, drain, rec
 
 from delaybridge.errors import ConfigError
 from delaybridge.timerlog import ManualClock, StoreSettings, TimerStore
 from delaybridge.timerlog.errors import DelayTooLong, InvalidRecord
+from tests.unit.timerlog.support import START_MS, drain, rec
 
 
 def test_put_and_deliver_at_due_time_never_before(store: TimerStore, clock: ManualClock) -> None:
@@ -28,8 +28,7 @@ def test_put_and_deliver_at_due_time_never_before(store: TimerStore, clock: Manu
     assert store.stats().pending == 0 and store.next_due_ms() is None
 
 
-def test_expired_at_put_is_delivered_within_one_tick(store: TimerStore,
-                                                     clock: ManualClock) -> None:
+def test_expired_at_put_is_delivered_within_one_tick(store: TimerStore, clock: ManualClock) -> None:
     clock.advance(10_050)
     assert drain(store) == []  # the reader is now at the clock's tick
     store.append([rec("old", START_MS - 3_600_000, offset=1), rec("now", clock.now_ms(), offset=2)])
@@ -47,7 +46,8 @@ def test_delete_before_due(store: TimerStore, clock: ManualClock) -> None:
 
 
 def test_delete_with_colliding_id_on_other_topic_cancels_nothing(
-        store: TimerStore, clock: ManualClock) -> None:
+    store: TimerStore, clock: ManualClock
+) -> None:
     store.append([rec("x", START_MS + 500, topic="orders", offset=1)])
     assert store.cancel([("x", "payments")]) == [False]
     clock.advance(1_000)
@@ -60,8 +60,9 @@ def test_delete_of_unknown_id_is_harmless_and_counted(store: TimerStore) -> None
     assert store.stats().unknown_cancels_total == 2
 
 
-def test_cancel_waiting_for_its_message(tmp_path: Path, small: StoreSettings,
-                                        clock: ManualClock) -> None:
+def test_cancel_waiting_for_its_message(
+    tmp_path: Path, small: StoreSettings, clock: ManualClock
+) -> None:
     settings = StoreSettings(**{**small.__dict__, "cancel_grace_ms": 5_000})
     with TimerStore.open(tmp_path, settings, clock) as store:
         assert store.cancel([("early", None), ("never", None)]) == [False, False]
@@ -77,8 +78,9 @@ def test_cancel_waiting_for_its_message(tmp_path: Path, small: StoreSettings,
         assert stats.waiting_cancels == 0
 
 
-def test_roll_of_delay_longer_than_window(store: TimerStore, clock: ManualClock,
-                                          small: StoreSettings) -> None:
+def test_roll_of_delay_longer_than_window(
+    store: TimerStore, clock: ManualClock, small: StoreSettings
+) -> None:
     due = START_MS + 5 * small.window_ms + 123
     store.append([rec("far", due, offset=1)])
     while clock.now_ms() + 700 < due:
@@ -99,8 +101,7 @@ def test_max_delay_rejection(tmp_path: Path, clock: ManualClock) -> None:
         assert store.stats().pending == 1
 
 
-def test_state_kept_across_reopen(tmp_path: Path, small: StoreSettings,
-                                  clock: ManualClock) -> None:
+def test_state_kept_across_reopen(tmp_path: Path, small: StoreSettings, clock: ManualClock) -> None:
     with TimerStore.open(tmp_path, small, clock) as store:
         store.append([rec(f"m{i}", START_MS + 1_000 * i, offset=i) for i in range(1, 21)])
         store.cancel([("m5", None)])
@@ -114,38 +115,41 @@ def test_state_kept_across_reopen(tmp_path: Path, small: StoreSettings,
         assert [r.id for r in drain(store)] == [f"m{i}" for i in range(4, 21) if i != 5]
 
 
-def test_in_flight_messages_repeat_after_crash_committed_do_not(
-        tmp_path: Path, small: StoreSettings, clock: ManualClock) -> None:
+def test_in_flight_messages_repeat_after_crash_marked_delivered_do_not(
+    tmp_path: Path, small: StoreSettings, clock: ManualClock
+) -> None:
     store = TimerStore.open(tmp_path, small, clock)
     store.append([rec(f"m{i}", START_MS, offset=i) for i in range(6)])
     clock.advance(100)
     first = store.take_due(2)
-    store.commit_delivered(first[-1].cursor)
-    store.take_due(2)  # in flight, never committed
+    store.mark_delivered(first[-1].cursor)
+    store.take_due(2)  # in flight, never marked delivered
     store.flush()
-    crash(store)
+    store.abandon()
     with TimerStore.open(tmp_path, small, clock) as store:
         assert [r.id for r in drain(store)] == ["m2", "m3", "m4", "m5"]
 
 
 def test_unflushed_appends_are_dropped_and_source_offset_says_so(
-        tmp_path: Path, small: StoreSettings, clock: ManualClock) -> None:
+    tmp_path: Path, small: StoreSettings, clock: ManualClock
+) -> None:
     store = TimerStore.open(tmp_path, small, clock)
     store.append([rec("a", START_MS + 100, offset=7)])
     store.flush()
     store.append([rec("b", START_MS + 100, offset=8)])
-    crash(store)
+    store.abandon()
     with TimerStore.open(tmp_path, small, clock) as store:
         assert store.last_source_offset == 7
         clock.advance(200)
         assert [r.id for r in drain(store)] == ["a"]
 
 
-@pytest.mark.parametrize("name,changed", [("tick_ms", {"tick_ms": 50}),
-                                          ("wheel_slots", {"wheel_slots": 128})])
-def test_incompatible_geometry_names_the_setting(tmp_path: Path, small: StoreSettings,
-                                                 clock: ManualClock, name: str,
-                                                 changed: dict[str, int]) -> None:
+@pytest.mark.parametrize(
+    "name,changed", [("tick_ms", {"tick_ms": 50}), ("wheel_slots", {"wheel_slots": 128})]
+)
+def test_incompatible_geometry_names_the_setting(
+    tmp_path: Path, small: StoreSettings, clock: ManualClock, name: str, changed: dict[str, int]
+) -> None:
     TimerStore.open(tmp_path, small, clock).close()
     with pytest.raises(ConfigError, match=name):
         TimerStore.open(tmp_path, StoreSettings(**{**small.__dict__, **changed}), clock)
@@ -159,12 +163,13 @@ def test_huge_tick_streams_in_bounded_batches(store: TimerStore, clock: ManualCl
     while batch := store.take_due(700):
         sizes.append(len(batch))
         ids += [d.record.id for d in batch]
-        store.commit_delivered(batch[-1].cursor)
+        store.mark_delivered(batch[-1].cursor)
     assert max(sizes) == 700 and ids == [f"m{i}" for i in range(5_000)]
 
 
 def test_segments_are_deleted_once_nothing_pending_references_them(
-        store: TimerStore, clock: ManualClock) -> None:
+    store: TimerStore, clock: ManualClock
+) -> None:
     for i in range(40):
         store.append([rec(f"m{i}-{j}", START_MS + 1_000, offset=i * 10 + j) for j in range(10)])
     before = store.stats()
@@ -180,4 +185,23 @@ def test_segments_are_deleted_once_nothing_pending_references_them(
 def test_a_record_too_big_for_its_format_is_refused_whole(store: TimerStore) -> None:
     with pytest.raises(InvalidRecord, match="'x'"):
         store.append([rec("ok", START_MS + 100), rec("x", START_MS + 100, topic="t" * 70_000)])
-    assert store.stats().appended_total == 0 and store.commit.end == 0
+    assert store.stats().appended_total == 0 and store.commit_log.end == 0
+
+
+def test_abandon_drops_the_store_like_kill_9(
+    tmp_path: Path, small: StoreSettings, clock: ManualClock
+) -> None:
+    store = TimerStore.open(tmp_path, small, clock)
+    store.append([rec("kept", START_MS + 500, offset=1)])
+    store.flush()
+    snapshot = store.stats()
+    store.append([rec("lost", START_MS + 500, offset=2)])
+    assert snapshot.appended_total == 1, "stats() is a copy of the counters, not a view"
+    assert store.counters.appended_total == 2
+    store.abandon()
+    store.abandon()  # a dropped store ignores a second drop
+    with TimerStore.open(tmp_path, small, clock) as again:  # the lock was released
+        assert again.wheel_rebuilt, "no clean stamp: the crash path"
+        assert again.last_source_offset == 1 and again.counters.appended_total == 1
+        clock.advance(600)
+        assert [r.id for r in drain(again)] == ["kept"]

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from delaybridge.bridge.passthrough import run_passthrough
+from delaybridge.connectors import KafkaSettings
 from delaybridge.errors import DelayBridgeError
+from delaybridge.tools.passthrough import run_passthrough
 
 N = 3_000
 
@@ -59,7 +60,8 @@ def test_forwards_key_value_headers_unchanged(kafka: Any) -> None:
     sent = fill(kafka.bootstrap_servers, src, N)
     seen: list[int] = []
 
-    result = run_passthrough(kafka.bootstrap_servers, src, dst, N, 60, progress=seen.append)
+    cluster = KafkaSettings(bootstrap_servers=kafka.bootstrap_servers)
+    result = run_passthrough(cluster, src, dst, N, 60, progress=seen.append)
 
     assert result["messages"] == N
     assert result["messages_per_s"] > 0 and result["seconds"] > 0
@@ -81,9 +83,9 @@ def test_times_out_naming_how_far_it_got(kafka: Any) -> None:
     dst = kafka.create_topic("pt-short-dst")
     fill(kafka.bootstrap_servers, src, 10)
     with pytest.raises(DelayBridgeError, match="forwarded 10, acknowledged 10 of 11"):
-        run_passthrough(kafka.bootstrap_servers, src, dst, 11, 4)
+        run_passthrough(KafkaSettings(bootstrap_servers=kafka.bootstrap_servers), src, dst, 11, 4)
 
 
 def test_rejects_a_non_positive_count() -> None:
     with pytest.raises(DelayBridgeError, match="n_messages"):
-        run_passthrough("127.0.0.1:1", "a", "b", 0, 1)
+        run_passthrough(KafkaSettings(bootstrap_servers="127.0.0.1:1"), "a", "b", 0, 1)

@@ -21,19 +21,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.table import Table
 
-from delaybridge.bridge.headers import OUT_DUE_MS, OUT_ERROR, OUT_ID
+from delaybridge.bridge.header_names import OUT_DUE_MS, OUT_ERROR, OUT_ID
+from delaybridge.bridge.sender import send_cancel
 from delaybridge.bridge.service import Service
 from delaybridge.bridge.settings import Settings, load
-from delaybridge.connectors.kafka import ensure_topics, header_text, make_admin
+from delaybridge.connectors import KafkaClients, ensure_topics, header_text, produce_blocking
 from delaybridge.errors import DelayBridgeError
 
 DELAY_TOPIC = "demo.delay"
 TARGETS = ("demo.orders", "demo.reminders")
 DLT = "demo.dead-letter"
+CANCELLED = "order-1003"
+#: order-1003 is cancelled this long after sending (it is due at 6 s).
+CANCEL_AFTER_MS = 2_000
+#: How long arrivals are awaited, and how long after sending the watch lasts (past the
+#: cancelled message's due time, to show it does not arrive).
+ARRIVALS_TIMEOUT_S = 30.0
+WATCH_MS = 7_000
 
 
 @dataclass(frozen=True)
@@ -54,7 +63,7 @@ def _messages(now_ms: int) -> list[DemoMessage]:
         native("order-1001", TARGETS[0], "delay-ms", "1500", "close unpaid order, 1.5 s"),
         native("order-1002", TARGETS[0], "delay-sec", "3", "close unpaid order, 3 s"),
         native("remind-7", TARGETS[1], "deliver-at-ms", str(now_ms + 4_000), "absolute time"),
-        native("order-1003", TARGETS[0], "delay-ms", "6000", "cancelled at 2 s: never arrives"),
+        native(CANCELLED, TARGETS[0], "delay-ms", "6000", "cancelled at 2 s: never arrives"),
         DemoMessage(
             "rmq5-1",
             TARGETS[1],
@@ -90,14 +99,15 @@ def run_demo(work_dir: Path, *, port: int, report: bool = True) -> int:
     broker.start(timeout_s=120)
     console.print(f"broker at {broker.bootstrap}")
     try:
-        return _with_broker(console, broker.bootstrap, work_dir, report)
+        return _with_broker(console, demo_settings(broker.bootstrap, work_dir), work_dir, report)
     finally:
         console.rule("stopping the broker")
         broker.stop()
 
 
-def _with_broker(console: Console, bootstrap: str, work_dir: Path, report: bool) -> int:
-    settings = load(
+def demo_settings(bootstrap: str, work_dir: Path) -> Settings:
+    """The demo sidecar's settings; every client of the demo reaches Kafka through them."""
+    return load(
         None,
         kafka={"bootstrap_servers": bootstrap, "group_id": "demo-sidecar"},
         delay_topics=[DELAY_TOPIC],
@@ -106,7 +116,12 @@ def _with_broker(console: Console, bootstrap: str, work_dir: Path, report: bool)
         store={"data_dir": work_dir / "store", "tick_ms": 100},
         http={"port": 0},
     )
-    admin = make_admin(settings.kafka)
+
+
+def _with_broker(console: Console, settings: Settings, work_dir: Path, report: bool) -> int:
+    clients = KafkaClients(settings.kafka)
+    admin = clients.admin()
+    _await_group_coordinator(admin, 60)
     ensure_topics(admin, {DELAY_TOPIC: {}}, partitions=3)
     ensure_topics(admin, {t: {} for t in (*TARGETS, DLT)})
     console.rule("2. sidecar")
@@ -114,48 +129,41 @@ def _with_broker(console: Console, bootstrap: str, work_dir: Path, report: bool)
     ready = threading.Event()
     runner = threading.Thread(target=service.run, kwargs={"on_ready": ready.set}, daemon=True)
     runner.start()
-    _await(lambda: service.ready()[0], 60, "the sidecar to join its group", runner)
+    _await(lambda: service.control.ready()[0], 60, "the sidecar to join its group", runner)
     console.print(f"sidecar ready, store in {settings.store.data_dir}")
 
-    watcher = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"demo-watch-{time.time_ns()}",
-            "auto.offset.reset": "latest",
-            "enable.auto.commit": False,
-        }
-    )
+    watcher = clients.reader({"auto.offset.reset": "latest"})
     watcher.subscribe([*TARGETS, DLT])
     _await(lambda: bool(watcher.poll(0.2) is None and watcher.assignment()), 30, "watcher")
 
     console.rule("3. sending delayed messages")
     now_ms = int(time.time() * 1000)
     messages = _messages(now_ms)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    producer = clients.producer()
     for m in messages:
-        producer.produce(
-            DELAY_TOPIC, f"payload of {m.id}".encode(), m.id.encode(), headers=list(m.headers)
-        )
+        payload = f"payload of {m.id}".encode()
+        produce_blocking(producer, DELAY_TOPIC, payload, m.id.encode(), headers=list(m.headers))
         console.print(f"  sent {m.id:<11} → {m.target:<15} {m.note}")
-    producer.produce(DELAY_TOPIC, b"no target", b"bad-1", headers=[("delay-ms", "100")])
+    produce_blocking(producer, DELAY_TOPIC, b"no target", b"bad-1", headers=[("delay-ms", "100")])
     console.print("  sent bad-1       → (no target header: goes to the dead-letter topic)")
     producer.flush(30)
     sent_ms = int(time.time() * 1000)
 
-    table = Table(title="arrivals (due vs actual)")
+    table = Table(
+        title="arrivals (due vs actual)",
+        caption="late ms: from the due time, or from sending for a message sent past due",
+    )
     for col in ("id", "topic", "due", "actual", "late ms"):
         table.add_column(col)
-    expected = {m.id for m in messages} - {"order-1003"} | {"bad-1"}
+    expected = {m.id for m in messages} - {CANCELLED} | {"bad-1"}
     seen: dict[str, int] = {}
     cancelled = False
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + ARRIVALS_TIMEOUT_S
     console.rule("4. arrivals")
     while expected - seen.keys() and time.monotonic() < deadline:
-        if not cancelled and time.time() * 1000 >= sent_ms + 2000:
-            from delaybridge.bridge.sender import send_cancel
-
-            send_cancel(bootstrap, DELAY_TOPIC, "order-1003")
-            console.print("  [yellow]cancelled order-1003[/yellow]")
+        if not cancelled and time.time() * 1000 >= sent_ms + CANCEL_AFTER_MS:
+            send_cancel(settings.kafka, DELAY_TOPIC, CANCELLED)
+            console.print(f"  [yellow]cancelled {CANCELLED}[/yellow]")
             cancelled = True
         msg = watcher.poll(0.1)
         if msg is None or msg.error():
@@ -169,13 +177,15 @@ def _with_broker(console: Console, bootstrap: str, work_dir: Path, report: bool)
         due = int(hdrs.get(OUT_DUE_MS, "0"))
         actual = msg.timestamp()[1]
         seen[id] = actual - due
+        # Late counts from when it could first go out: sent past due, that is the send.
+        late = actual - max(due, now_ms)
         console.print(
             f"  {id:<10} {msg.topic():<14} due {_clock(due)} got {_clock(actual)} "
-            f"+{actual - due} ms"
+            f"+{late} ms" + (" after sending (it was sent past due)" if due < now_ms else "")
         )
-        table.add_row(id, str(msg.topic()), _clock(due), _clock(actual), str(actual - due))
+        table.add_row(id, str(msg.topic()), _clock(due), _clock(actual), str(late))
     # The cancelled one was due 6 s after sending; watch a little past that.
-    while time.time() * 1000 < sent_ms + 7_000:
+    while time.time() * 1000 < sent_ms + WATCH_MS:
         msg = watcher.poll(0.2)
         if msg is not None and not msg.error():
             hdrs = header_text(msg)
@@ -186,7 +196,7 @@ def _with_broker(console: Console, bootstrap: str, work_dir: Path, report: bool)
     runner.join(60)
     missing = expected - seen.keys()
     early = [i for i, late in seen.items() if late < 0 and i != "bad-1"]
-    leaked = "order-1003" in seen
+    leaked = CANCELLED in seen
     console.print(
         f"delivered {len(seen)} of {len(expected)} expected; missing {sorted(missing)}; "
         f"early {early}; cancelled one delivered: {leaked}"
@@ -217,6 +227,40 @@ def _reconcile(console: Console, settings: Settings, work_dir: Path) -> bool:
     console.print(f"report files: {work_dir / 'report'} (report.json, Parquet, reconcile.png)")
     # The demo cancels one message on purpose; only missing or early deliveries fail it.
     return report.exit_code == 0
+
+
+def _await_group_coordinator(admin: AdminClient, timeout_s: float) -> None:
+    """Wait until the fresh broker's group coordinator answers.
+
+    The first group request makes the broker create ``__consumer_offsets`` and load
+    it; consumers that join meanwhile get "Coordinator load in progress" and librdkafka
+    logs it as a warning, which a newcomer cannot act on. Asking for a group's
+    description until it comes back without a retriable error waits that out first.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        (future,) = admin.describe_consumer_groups(["demo.coordinator-probe"]).values()
+        try:
+            future.result(timeout=10)
+            return
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not (isinstance(error, KafkaError) and _coordinator_not_ready(error)):
+                raise
+            if time.monotonic() >= deadline:
+                raise DelayBridgeError(
+                    f"the broker's group coordinator did not come up in {timeout_s:g} s: {error}"
+                ) from exc
+        time.sleep(0.2)
+
+
+def _coordinator_not_ready(error: KafkaError) -> bool:
+    # librdkafka does not flag COORDINATOR_LOAD_IN_PROGRESS as retriable here.
+    return error.retriable() or error.code() in (
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+    )
 
 
 def _clock(ms: int) -> str:

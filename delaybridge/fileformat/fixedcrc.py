@@ -39,8 +39,12 @@ class FixedCrc:
         self._pairs: npt.NDArray[np.uint32] | None = None
         if length % 2 == 0:
             pair = np.arange(1 << 16)
-            self._pairs = np.stack([table[2 * j][pair & 0xFF] ^ table[2 * j + 1][pair >> 8]
-                                    for j in range(length // 2)])
+            self._pairs = np.stack(
+                [
+                    table[2 * j][pair & 0xFF] ^ table[2 * j + 1][pair >> 8]
+                    for j in range(length // 2)
+                ]
+            )
 
     def compute(self, rows: npt.NDArray[np.uint8]) -> U32Array:
         """CRC-32 of each row of a ``(count, length)`` uint8 array."""

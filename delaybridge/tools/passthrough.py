@@ -2,12 +2,13 @@
 
 This is the ceiling the sidecar's end-to-end benchmark compares against (issue 4:
 throughput ≥ 0.7 × passthrough). To be a fair ceiling it talks to Kafka exactly as the
-sidecar does — the same client configuration (``connectors/kafka.py``: idempotent
+sidecar does — the same client configuration (``connectors/clients.py``: idempotent
 producer, ``acks=all``, murmur2 partitioner, ``read_committed`` cooperative-sticky
-consumer), the same batch consume size, ``linger.ms``, compression (lz4) and in-flight
-bound from :class:`DeliverySettings` — and forwards key, value and headers unchanged.
-What it leaves out is precisely the sidecar's own work: header parsing, the commit log,
-timer log and wheel, and waiting for the due time.
+consumer; TLS and SASL from the same ``kafka.client``), the same way of producing
+(``connectors/produce.py``), the same batch consume size, ``linger.ms``, compression
+(lz4) and in-flight bound from :class:`DeliverySettings` — and forwards key, value and
+headers unchanged. What it leaves out is precisely the sidecar's own work: header
+parsing, the commit log, timer log and wheel, and waiting for the due time.
 
 The clock starts at the first consumed record (so group join is not counted) and stops
 at the last delivery acknowledgement (so records still in librdkafka's queue are not
@@ -23,10 +24,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
-from confluent_kafka import KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaException, Message, TopicPartition
 
-from delaybridge.bridge.settings import DeliverySettings, KafkaSettings
-from delaybridge.connectors.kafka import make_consumer, make_producer, wrap
+from delaybridge.bridge.settings import DeliverySettings
+from delaybridge.connectors import (
+    KafkaClients,
+    KafkaSettings,
+    ProduceError,
+    from_error,
+    produce_blocking,
+    wrap,
+)
 from delaybridge.errors import DelayBridgeError, KafkaError
 
 #: Offsets are committed (asynchronously) this often, as the sidecar does after a flush.
@@ -39,32 +47,32 @@ class _Acks:
 
     acked: int = 0
     last_ack_s: float = 0.0
-    error: str | None = None
+    error: ProduceError | None = None
 
     def on_delivery(self, err: RdKafkaError | None, msg: Message) -> None:
         if err is not None:
             if self.error is None:
-                self.error = f"produce to {msg.topic()} failed: {err.str()} [{err.name()}]"
+                self.error = ProduceError(f"produce to {msg.topic()!r} failed: {err.str()}", err)
             return
         self.acked += 1
         self.last_ack_s = time.perf_counter()
 
 
 def run_passthrough(
-    bootstrap: str,
+    kafka: KafkaSettings,
     source_topic: str,
     target_topic: str,
     n_messages: int,
     timeout_s: float,
     *,
-    client: dict[str, str] | None = None,
     delivery: DeliverySettings | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Forward the first ``n_messages`` of ``source_topic`` to ``target_topic``; time it.
 
-    ``client`` passes librdkafka settings through (SASL/SSL), as the sidecar's
-    ``kafka.client`` does. ``progress`` is called with the number acknowledged so far,
+    ``kafka`` is the cluster, as the sidecar's ``kafka`` settings name it (``client``
+    included); its group is replaced by a fresh one, so every run reads the source
+    from the beginning. ``progress`` is called with the number acknowledged so far,
     a few times a second. Returns ``messages``, ``bytes`` (keys + values), ``seconds``,
     ``messages_per_s`` and ``mb_per_s``. Raises :class:`KafkaError` on a client or
     delivery error and :class:`DelayBridgeError` when ``timeout_s`` passes first,
@@ -74,15 +82,17 @@ def run_passthrough(
         raise DelayBridgeError(f"passthrough: n_messages must be positive, not {n_messages}")
     settings = delivery or DeliverySettings()
     # A fresh group each run reads the source from the beginning (auto.offset.reset).
-    kafka = KafkaSettings(
-        bootstrap_servers=bootstrap,
-        group_id=f"delaybridge-passthrough-{uuid.uuid4().hex[:8]}",
-        client=dict(client or {}),
+    clients = KafkaClients(
+        kafka.model_copy(
+            update={
+                "group_id": f"delaybridge-passthrough-{uuid.uuid4().hex[:8]}",
+                "instance_id": "",
+            }
+        )
     )
-    consumer = make_consumer(kafka, **{"fetch.wait.max.ms": 50})
-    producer = make_producer(
-        kafka,
-        **{
+    consumer = clients.consumer({"fetch.wait.max.ms": 50})
+    producer = clients.producer(
+        {
             "linger.ms": settings.linger_ms,
             "compression.type": settings.compression_type,
             "queue.buffering.max.messages": max(100_000, 2 * settings.max_in_flight_records),
@@ -97,7 +107,7 @@ def run_passthrough(
 
     def check() -> None:
         if acks.error is not None:
-            raise KafkaError(f"passthrough {source_topic} -> {target_topic}: {acks.error}")
+            raise acks.error
         if time.monotonic() > deadline:
             raise DelayBridgeError(
                 f"passthrough {source_topic} -> {target_topic} timed out after {timeout_s} s: "
@@ -114,9 +124,7 @@ def run_passthrough(
                 if err is not None:
                     if err.code() == RdKafkaError._PARTITION_EOF:
                         continue
-                    raise KafkaError(
-                        f"passthrough: consume {source_topic}: {err.str()}", err.name()
-                    )
+                    raise from_error(err, f"passthrough: consume {source_topic!r}")
                 if first_s is None:
                     first_s = time.perf_counter()
                 partition, offset = msg.partition(), msg.offset()
@@ -124,7 +132,17 @@ def run_passthrough(
                     raise KafkaError(f"passthrough: record of {source_topic} has no offset")
                 positions[partition] = offset + 1
                 key, value = msg.key(), msg.value()
-                _produce(producer, target_topic, key, value, msg.headers(), acks)
+                # try_produce (what the sidecar's delivery calls) inside: only a full
+                # queue waits, serving delivery reports (which is what frees it).
+                produce_blocking(
+                    producer,
+                    target_topic,
+                    value,
+                    key,
+                    headers=msg.headers(),
+                    on_delivery=acks.on_delivery,
+                    timeout_s=timeout_s,
+                )
                 forwarded += 1
                 n_bytes += len(key or b"") + len(value or b"")
             # Bounded in-flight window, as the sidecar's Deliverer keeps.
@@ -168,20 +186,3 @@ def run_passthrough(
 
 def _offsets(topic: str, positions: dict[int, int]) -> list[TopicPartition]:
     return [TopicPartition(topic, p, offset) for p, offset in positions.items()]
-
-
-def _produce(
-    producer: Producer,
-    topic: str,
-    key: bytes | None,
-    value: bytes | None,
-    headers: Any,  # exactly as the consumer returned them
-    acks: _Acks,
-) -> None:
-    """Produce one record, waiting for queue space when librdkafka's queue is full."""
-    while True:
-        try:
-            producer.produce(topic, value, key, headers=headers, on_delivery=acks.on_delivery)
-            return
-        except BufferError:
-            producer.poll(0.01)  # serve delivery reports, which frees queue space

@@ -1,0 +1,172 @@
+"""The cancel feed: every sidecar reads the whole cancel topic (see ``bridge/cancels.py``).
+
+No group membership: the feed assigns every partition of the cancel topic itself and
+never commits to Kafka. Its position is this replica's own, kept next to its stores:
+
+1. at start, it resumes from the position saved in ``<data_dir>/cancel-feed.json``, so
+   a replica that was down for any length of time reads every cancel it missed; on a
+   first start (no file) it starts ``grace_ms`` back in time;
+2. a saved position older than what the topic still retains is moved to the oldest
+   record, with a warning (cancels older than the topic's retention are gone);
+3. :meth:`CancelFeed.save` writes the position after the stores the cancels were
+   applied to were flushed (the service's checkpoint), so a crash re-reads, never skips.
+
+Cancels read in the last ``grace_ms`` are kept (:attr:`CancelFeed.recent`) for stores
+opened later (a partition moving in). One owner thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from pathlib import Path
+
+import orjson
+from confluent_kafka import TopicPartition
+
+from delaybridge.bridge.cancels import CancelRequest, UnreadableCancel
+from delaybridge.bridge.tally import Tally
+from delaybridge.connectors.edge import ConsumerEdge
+from delaybridge.connectors.retry import while_electing
+from delaybridge.durable import write_atomic
+from delaybridge.errors import KafkaError
+
+log = logging.getLogger(__name__)
+#: Unreadable cancel-topic records logged one by one, then only counted.
+_LOGGED_UNREADABLE = 100
+POSITION_FILE = "cancel-feed.json"
+
+
+class CancelFeed:
+    """Reads the cancel topic; one owner thread (the service loop)."""
+
+    def __init__(
+        self,
+        consumer: ConsumerEdge,
+        topic: str,
+        grace_ms: int,
+        tally: Tally,
+        data_dir: Path | None = None,
+    ) -> None:
+        """``consumer``: an assign-only consumer (it never joins a group); ``data_dir``:
+        where the position is kept (None: not kept, always start ``grace_ms`` back)."""
+        self._tally = tally
+        self._position_file = None if data_dir is None else data_dir / POSITION_FILE
+        self._next: dict[int, int] = {}
+        self._saved: dict[int, int] = {}
+        self._topic = topic
+        self._grace_ms = grace_ms
+        self._consumer = consumer
+        self.recent: deque[tuple[int, CancelRequest]] = deque()
+        self._unreadable = 0
+
+    def start(self, now_ms: int, timeout_s: float) -> None:
+        """Assign every partition of the cancel topic, from the saved position on (or
+        ``now - grace`` on a first start)."""
+        deadline = time.monotonic() + timeout_s
+        while True:  # a topic created a moment ago may not show its partitions yet
+            metadata = self._consumer.list_topics(self._topic, timeout=timeout_s)
+            topic = metadata.topics.get(self._topic)
+            if topic is not None and topic.error is None and topic.partitions:
+                break
+            if time.monotonic() >= deadline:
+                why = topic.error if topic is not None else "not in the metadata"
+                raise KafkaError(f"cancel topic {self._topic!r} is not usable: {why}")
+            time.sleep(0.2)
+        saved = self._load()
+        fresh = [p for p in topic.partitions if p not in saved]
+        starts = {p: self._start_of(p, saved[p], timeout_s) for p in topic.partitions if p in saved}
+        if fresh:
+            wanted = [TopicPartition(self._topic, p, now_ms - self._grace_ms) for p in fresh]
+            found = while_electing(
+                lambda: self._consumer.offsets_for_times(wanted, timeout=timeout_s),
+                f"offsets of cancel topic {self._topic!r}",
+            )
+            for tp in found:  # no record at or after that time: start at the end
+                starts[tp.partition] = tp.offset if tp.offset >= 0 else self._end(tp, timeout_s)
+        self._consumer.assign([TopicPartition(self._topic, p, o) for p, o in starts.items()])
+        self._saved = dict(saved)
+        self._next = dict(starts)  # saved at the first checkpoint, even before any cancel
+        if saved:
+            log.info("cancel feed resumes at %s (saved position)", dict(sorted(starts.items())))
+
+    def _start_of(self, partition: int, saved: int, timeout_s: float) -> int:
+        """The saved offset, or the oldest retained one if the saved one is gone."""
+        tp = TopicPartition(self._topic, partition)
+        low, _high = while_electing(
+            lambda: self._consumer.get_watermark_offsets(tp, timeout=timeout_s),
+            f"offsets of cancel topic {self._topic!r}",
+        )
+        if saved < low:
+            log.warning(
+                "cancel topic %s/%d: saved position %d is older than the oldest record "
+                "kept (%d): cancels in between are gone (retention)",
+                self._topic, partition, saved, low,
+            )  # fmt: skip
+            return low
+        return saved
+
+    def _end(self, tp: TopicPartition, timeout_s: float) -> int:
+        _low, high = while_electing(
+            lambda: self._consumer.get_watermark_offsets(tp, timeout=timeout_s),
+            f"offsets of cancel topic {self._topic!r}",
+        )
+        return high
+
+    def _load(self) -> dict[int, int]:
+        path = self._position_file
+        if path is None or not path.exists():
+            return {}
+        try:
+            doc = orjson.loads(path.read_bytes())
+            if doc.get("topic") != self._topic:
+                log.warning("%s is for topic %r, not %r: ignored", path, doc.get("topic"),
+                            self._topic)  # fmt: skip
+                return {}
+            return {int(p): int(o) for p, o in doc["next_offsets"].items()}
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError,
+                AttributeError) as exc:  # fmt: skip
+            log.warning("%s unreadable (%s): starting %d ms back", path, exc, self._grace_ms)
+            return {}
+
+    def save(self) -> None:
+        """Persist the position (call after the stores the cancels went to are flushed)."""
+        path = self._position_file
+        if path is None or self._next == self._saved:
+            return
+        position = self._saved | self._next
+        doc = {"topic": self._topic, "next_offsets": {str(p): o for p, o in position.items()}}
+        write_atomic(path, orjson.dumps(doc))
+        self._saved = position
+
+    def poll(self, now_ms: int, max_records: int = 10_000) -> list[CancelRequest]:
+        out: list[CancelRequest] = []
+        for msg in self._consumer.consume(max_records, timeout=0):
+            err = msg.error()
+            if err is not None:
+                if not err.retriable() and err.fatal():
+                    raise RuntimeError(f"cancel topic {self._topic!r}: {err.str()}")
+                continue
+            self._next[msg.partition() or 0] = (msg.offset() or 0) + 1
+            raw = msg.value()
+            try:
+                request = CancelRequest.decode(raw if raw is not None else b"")
+            except UnreadableCancel as exc:
+                self._unreadable += 1
+                self._tally.cancels_unreadable += 1
+                if self._unreadable <= _LOGGED_UNREADABLE:
+                    log.warning(
+                        "cancel topic %s/%s/%s: unreadable cancel skipped (%s)%s",
+                        msg.topic(), msg.partition(), msg.offset(), exc,
+                        "" if self._unreadable < _LOGGED_UNREADABLE else "; not logging more",
+                    )  # fmt: skip
+                continue
+            out.append(request)
+            self.recent.append((now_ms, request))
+        while self.recent and self.recent[0][0] < now_ms - self._grace_ms:
+            self.recent.popleft()
+        return out
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -1,0 +1,270 @@
+"""Writing the changelog: every store change, in Kafka, so the store survives its pod.
+
+Format and keys: ``timerlog/changelog_codec.py``; topics: ``bridge/changelog_topics.py``.
+The rules (DESIGN §5; the protocol as numbered steps is in docs/architecture.md):
+
+1. a message stored from delay-topic offset N holds N back from the group's offset
+   commit (a :class:`Gate` per run of messages, through ``OffsetTracker``) until it is
+   safe elsewhere than this disk: its value acknowledged in the changelog under key
+   (N, generation), or the message itself delivered or cancelled;
+2. values are written behind, at every flush (:meth:`Changelog.write`): a message that
+   left the store before (delivered at once, cancelled, parked) needs neither a value
+   nor a tombstone, as Kafka Streams' record cache spares its changelog the records put
+   and deleted within a commit interval;
+3. a message whose value was written gets a tombstone when it leaves the store
+   (delivered, dead-lettered, cancelled, parked again under generation + 1);
+4. a failed write is retried with backoff while the partition is ours (its gate holds);
+   once it moved away, the next owner re-reads from the committed offset;
+5. the acknowledged changelog offsets are kept per partition (:meth:`position`) and
+   the store's checkpoint remembers them: a restart catches up from there;
+6. at every flush, the owner's delivery cursor goes out as a progress record
+   (:meth:`progress`): everything due up to it left the store, and the tombstones that
+   say so are before it in the partition; a warm standby drops those from its copy.
+
+Not thread-safe: the service's owner thread calls it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import Message
+
+from delaybridge.bridge.attempts import generation_of
+from delaybridge.bridge.backoff import RetryQueue, backoff_ms
+from delaybridge.bridge.changelog_topics import ChangelogTopics
+from delaybridge.bridge.outbox import Outbox
+from delaybridge.bridge.partition import PartitionState, PartKey
+from delaybridge.timerlog import Clock, TimerRecord
+from delaybridge.timerlog.changelog_codec import (
+    ID_HEADER,
+    PROGRESS,
+    PROGRESS_KEY,
+    key_of,
+    value_of,
+)
+from delaybridge.timerlog.commit_codec import decode
+
+log = logging.getLogger(__name__)
+SEEDING_MARK = "changelog_seeding"  # bridge/restore.py reads it too
+#: Values waiting for the next flush, per partition, before they are written at once.
+WRITE_BEHIND_RECORDS = 20_000
+
+
+@dataclass(eq=False, slots=True)
+class Gate:
+    """Holds a run's first delay-topic offset back from the commit until every message
+    of the run is safe (rule 1); ``offset`` -1 holds nothing (a parked copy, a seed)."""
+
+    part: PartitionState
+    offset: int
+    left: int
+    on_done: Callable[[], None] | None = field(default=None)
+
+    def done(self) -> None:
+        self.left -= 1
+        if self.left:
+            return
+        if self.offset >= 0:
+            self.part.offsets.produce_acked(self.offset)
+        if self.on_done is not None:
+            self.on_done()
+
+
+class Changelog:
+    """The changelog writer of one sidecar (see the module docstring)."""
+
+    def __init__(
+        self, topics: ChangelogTopics, outbox: Outbox, retries: RetryQueue, clock: Clock
+    ) -> None:
+        self.topics = topics
+        self._outbox = outbox
+        self._retries = retries
+        self._clock = clock
+        self._acked: dict[PartKey, int] = {}
+        self._unwritten: dict[PartKey, dict[bytes, tuple[bytes, Gate]]] = {}
+        self._progress: dict[PartKey, int] = {}
+
+    def position(self, part: PartitionState) -> int | None:
+        """The highest acknowledged changelog offset of ``part`` written by us."""
+        return self._acked.get(part.key)
+
+    # -- values (rules 1, 2) ------------------------------------------------------------
+
+    def stored(
+        self,
+        part: PartitionState,
+        records: list[TimerRecord],
+        raws: list[bytes],
+        *,
+        gate_offset: bool = True,
+    ) -> None:
+        """Records were appended to ``part``'s store: their values are written at the
+        next :meth:`write`. With ``gate_offset`` (ingest), the run's delay-topic offsets
+        wait for them (rule 1); a parked copy's offset was committed long ago."""
+        first = records[0].source_offset if gate_offset else -1
+        gate = Gate(part, first, len(records))
+        if gate_offset:
+            part.offsets.produce_started(first)
+        unwritten = self._unwritten.setdefault(part.key, {})
+        for rec, raw in zip(records, raws, strict=True):
+            unwritten[key_of(rec.source_offset, generation_of(rec))] = (raw, gate)
+        if len(unwritten) >= WRITE_BEHIND_RECORDS:
+            self.write(part)
+
+    def write(self, part: PartitionState) -> None:
+        """Write ``part``'s values held back since the last call (rule 2)."""
+        unwritten = self._unwritten.pop(part.key, None)
+        if not unwritten:
+            return
+        topic = self.topics.topic_for(part.topic)
+        for key, (raw, gate) in unwritten.items():
+            self._send_value(part, topic, key, value_of(raw), gate, 0)
+
+    def write_all(self, parts: list[PartitionState]) -> None:
+        for part in parts:
+            self.write(part)
+
+    def progress(self, part: PartitionState) -> None:
+        """Write ``part``'s delivery cursor tick when it moved (rule 6); best effort:
+        a lost one is superseded by the next."""
+        tick = part.store.delivered_through_ms
+        if tick <= self._progress.get(part.key, -1):
+            return
+        self._progress[part.key] = tick
+        topic = self.topics.topic_for(part.topic)
+        self._outbox.send(topic, PROGRESS.pack(tick), PROGRESS_KEY, None, _ignore, part.partition)
+
+    def seed(self, part: PartitionState) -> None:
+        """Write every pending message of a store that predates its changelog (an
+        upgrade, or changelog turned on later), so it becomes restorable too.
+
+        The store is marked ``changelog_seeding`` (durably, first) until every value is
+        acknowledged: a crash meanwhile seeds again on the next start (the same keys and
+        values again: harmless) instead of taking the partly written changelog for the
+        truth and setting the local copy aside.
+        """
+        store = part.store
+        store.marks[SEEDING_MARK] = 1
+        store.flush()
+        chunks = list(store.pending_records())
+        n = sum(len(raws) for raws in chunks)
+        topic = self.topics.topic_for(part.topic)
+        log.info("%s: writing its %d pending messages to changelog %s", part.name, n, topic)
+        gate = Gate(part, -1, n, partial(self._seeded, part, topic))
+        for raws in chunks:
+            for raw in raws:
+                rec = decode(raw, 0, Path("<pending record>"))
+                key = key_of(rec.source_offset, generation_of(rec))
+                self._send_value(part, topic, key, value_of(raw), gate, 0)
+        if not n:
+            self._seeded(part, topic)
+
+    def _seeded(self, part: PartitionState, topic: str) -> None:
+        part.store.marks.pop(SEEDING_MARK, None)
+        log.info("%s: its changelog %s now holds every pending message", part.name, topic)
+
+    def _send_value(
+        self, part: PartitionState, topic: str, key: bytes, value: bytes, gate: Gate, fails: int
+    ) -> bool:
+        if part.closed:
+            return True
+        on_delivery = partial(self._value_outcome, part, topic, key, value, gate, fails)
+        if not self._outbox.send(topic, value, key, None, on_delivery, part.partition):
+            self._later(fails, partial(self._send_value, part, topic, key, value, gate, fails))
+        return True
+
+    def _value_outcome(
+        self,
+        part: PartitionState,
+        topic: str,
+        key: bytes,
+        value: bytes,
+        gate: Gate,
+        fails: int,
+        err: RdKafkaError | None,
+        msg: Message | None,
+    ) -> None:
+        if err is None:
+            gate.done()
+            self._note_acked(part, msg)
+            return
+        if part.closed:
+            return  # rule 4
+        log.warning("changelog write of %s failed: %s; retrying", part.name, err.str())
+        retry = partial(self._send_value, part, topic, key, value, gate, fails + 1)
+        self._later(fails + 1, retry)
+
+    # -- tombstones (rule 3) ------------------------------------------------------------
+
+    def removed(self, part: PartitionState, rec: TimerRecord) -> None:
+        """``rec`` left ``part``'s store: drop its unwritten value, or tombstone it."""
+        key = key_of(rec.source_offset, generation_of(rec))
+        unwritten = self._unwritten.get(part.key)
+        if unwritten is not None:
+            held = unwritten.pop(key, None)
+            if held is not None:
+                held[1].done()  # safe now without ever being written
+                return
+        self._send_tombstone(part, self.topics.topic_for(part.topic), key, rec.id, 0)
+
+    def removed_by_store(self, part: PartitionState) -> None:
+        """Tombstone what the store's cancels removed since the last call."""
+        for rec in part.store.take_removed():
+            self.removed(part, rec)
+
+    def _send_tombstone(
+        self, part: PartitionState, topic: str, key: bytes, id: str, fails: int
+    ) -> bool:
+        if part.closed:
+            return True
+        on_delivery = partial(self._tombstone_outcome, part, topic, key, id, fails)
+        headers: list[tuple[str, str | bytes | None]] = [(ID_HEADER, id.encode())]
+        if not self._outbox.send(topic, None, key, headers, on_delivery, part.partition):
+            self._later(fails, partial(self._send_tombstone, part, topic, key, id, fails))
+        return True
+
+    def _tombstone_outcome(
+        self,
+        part: PartitionState,
+        topic: str,
+        key: bytes,
+        id: str,
+        fails: int,
+        err: RdKafkaError | None,
+        msg: Message | None,
+    ) -> None:
+        if err is None:
+            self._note_acked(part, msg)
+            return
+        if part.closed:
+            return  # rule 4
+        log.warning("changelog tombstone of %s failed: %s; retrying", part.name, err.str())
+        self._later(fails + 1, partial(self._send_tombstone, part, topic, key, id, fails + 1))
+
+    # -- positions (rule 5) -------------------------------------------------------------
+
+    def _note_acked(self, part: PartitionState, msg: Message | None) -> None:
+        offset: Any = msg.offset() if msg is not None else None
+        if offset is not None and offset >= 0:
+            key = part.key
+            if offset > self._acked.get(key, -1):
+                self._acked[key] = offset
+
+    def _later(self, failures: int, run: Callable[[], bool]) -> None:
+        self._retries.at(self._clock.now_ms() + backoff_ms(failures), run)
+
+    def forget(self, part: PartitionState) -> None:
+        self._acked.pop(part.key, None)
+        self._unwritten.pop(part.key, None)
+        self._progress.pop(part.key, None)
+
+
+def _ignore(err: RdKafkaError | None, msg: Message | None) -> None:
+    """Delivery report of a progress record: a lost one is superseded by the next."""

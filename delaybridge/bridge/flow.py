@@ -1,0 +1,118 @@
+"""Flow control: when ingest runs, and when delivery does.
+
+Two sources decide, and either one can stop ingest:
+
+- an operator, through the admin API, pauses ``enqueue`` (consuming the delay topics)
+  or ``dequeue`` (delivering) until resumed;
+- *backpressure*: ingest pauses by itself while the stores hold more than
+  ``max_pending_messages`` or more than ``max_delivery_backlog`` due records wait
+  (held or in flight), and resumes by itself once both are below again;
+- *disk*: ingest pauses while the data directory's free space is under
+  ``store.min_free_bytes``, or since an append failed for want of space, and resumes
+  by itself once a check finds the space back. Delivery goes on meanwhile (it frees
+  space); a full disk never stops the sidecar.
+
+Pausing ingest pauses the consumer's whole assignment (Kafka keeps the records; the
+group offsets do not move). A partition assigned while ingest is paused starts paused.
+Not thread-safe: the service's owner thread calls it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from confluent_kafka import TopicPartition
+
+from delaybridge.bridge.control import Direction
+from delaybridge.connectors.edge import ConsumerEdge
+
+log = logging.getLogger(__name__)
+
+
+class FlowControl:
+    """Operator pauses plus automatic backpressure, applied to one consumer."""
+
+    def __init__(
+        self,
+        max_pending_messages: int,
+        max_delivery_backlog: int,
+        min_free_bytes: int = 0,
+        on_change: Callable[[FlowControl], None] | None = None,
+    ) -> None:
+        """``on_change`` is called after every change of state (for the metrics)."""
+        self._max_pending = max_pending_messages
+        self._max_backlog = max_delivery_backlog
+        self._min_free = min_free_bytes
+        self._on_change = on_change
+        self.paused: set[Direction] = set()
+        self.backpressure = False
+        self.disk_full = False
+        self._consumer: ConsumerEdge | None = None
+
+    def attach(self, consumer: ConsumerEdge) -> None:
+        self._consumer = consumer
+
+    @property
+    def ingest_paused(self) -> bool:
+        return self.backpressure or self.disk_full or Direction.ENQUEUE in self.paused
+
+    @property
+    def delivery_paused(self) -> bool:
+        return Direction.DEQUEUE in self.paused
+
+    def set_paused(self, what: Direction, on: bool) -> None:
+        """An operator's pause (``on``) or resume of one direction; idempotent."""
+        if on:
+            self.paused.add(what)
+        else:
+            self.paused.discard(what)
+        self.apply()
+
+    def update(self, pending: int, backlog: int, free_bytes: int | None = None) -> bool:
+        """Re-evaluate backpressure and the disk; True when backpressure switched on."""
+        if free_bytes is not None:
+            self.set_disk_full(free_bytes < self._min_free, free_bytes)
+        over = pending > self._max_pending or backlog > self._max_backlog
+        if over == self.backpressure:
+            return False
+        self.backpressure = over
+        if over:
+            log.warning("flow control: pausing ingest (pending %d, backlog %d)", pending, backlog)
+        else:
+            log.info("flow control: resuming ingest")
+        self.apply()
+        return over
+
+    def set_disk_full(self, full: bool, free_bytes: int | None = None) -> None:
+        """Ingest stops while the data directory has no room (and resumes after)."""
+        if full == self.disk_full:
+            return
+        self.disk_full = full
+        if full:
+            left = "" if free_bytes is None else f" ({free_bytes} bytes free)"
+            log.warning("flow control: pausing ingest, the data directory is full%s", left)
+        else:
+            log.info(
+                "flow control: disk space is back (%s bytes free); resuming ingest", free_bytes
+            )
+        self.apply()
+
+    def apply(self) -> None:
+        """Pause or resume the consumer's whole assignment to match the state."""
+        if self._on_change is not None:
+            self._on_change(self)
+        if self._consumer is None:
+            return
+        assignment = self._consumer.assignment()
+        if not assignment:
+            return
+        if self.ingest_paused:
+            self._consumer.pause(assignment)
+        else:
+            self._consumer.resume(assignment)
+
+    def on_assigned(self, partitions: list[TopicPartition]) -> None:
+        """New partitions start paused while ingest is paused."""
+        if self._consumer is not None and self.ingest_paused and partitions:
+            self._consumer.pause(partitions)

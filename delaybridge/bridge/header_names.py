@@ -1,0 +1,58 @@
+"""The header names of the contract (DESIGN §2): what producers set, what we add.
+
+Producers set the *control* headers (target, timing, id, cancel); the sidecar consumes
+them and strips them from the delivered record, which gains ``delay-id``,
+``delay-origin`` and ``delay-due-ms`` (and, in the dead-letter topic, ``delay-error`` and
+``delay-error-detail``). The rules that read them are in ``bridge/headers.py``.
+"""
+
+from __future__ import annotations
+
+TARGET_TOPIC = "delay-target-topic"
+TARGET_PARTITION = "delay-target-partition"
+DELAY_MS = "delay-ms"
+DELAY_SEC = "delay-sec"
+DELIVER_AT_MS = "deliver-at-ms"
+DELIVER_AT = "deliver-at"
+DELAY_ID = "delay-id"
+DELAY_CANCEL = "delay-cancel"
+RMQ_DELIVER_MS = "TIMER_DELIVER_MS"
+RMQ_DELAY_MS = "TIMER_DELAY_MS"
+RMQ_DELAY_SEC = "TIMER_DELAY_SEC"
+RMQ_CANCEL = "TIMER_DEL_UNIQKEY"
+RMQ_LEVEL = "DELAY"
+RMQ_UNIQ_KEY = "UNIQ_KEY"
+ETF1_EPOCH = "scheduler-epoch"
+ETF1_TARGET_TOPIC = "scheduler-target-topic"
+ETF1_TARGET_KEY = "scheduler-target-key"
+# Added to every delivered record.
+OUT_ID = "delay-id"
+OUT_ORIGIN = "delay-origin"
+OUT_DUE_MS = "delay-due-ms"
+# Added to every dead-lettered record.
+OUT_ERROR = "delay-error"
+OUT_ERROR_DETAIL = "delay-error-detail"
+
+# Control headers: consumed here, stripped from the delivered record.
+CONTROL_HEADERS = frozenset(
+    {
+        TARGET_TOPIC,
+        TARGET_PARTITION,
+        DELAY_MS,
+        DELAY_SEC,
+        DELIVER_AT_MS,
+        DELIVER_AT,
+        DELAY_ID,
+        DELAY_CANCEL,
+        RMQ_DELIVER_MS,
+        RMQ_DELAY_MS,
+        RMQ_DELAY_SEC,
+        RMQ_CANCEL,
+        RMQ_LEVEL,
+        ETF1_EPOCH,
+        ETF1_TARGET_TOPIC,
+        ETF1_TARGET_KEY,
+        OUT_ORIGIN,
+        OUT_DUE_MS,
+    }
+)

@@ -1,0 +1,66 @@
+"""The sidecar's state in Kafka, put together from the settings (DESIGN §5).
+
+:func:`build` makes the three parts the ``changelog`` settings call for: the changelog
+writer (``bridge/changelog.py``), the restore hook of the partition life cycle
+(``bridge/restoring.py``) and, with ``standby_replicas``, the warm standbys
+(``bridge/standby.py``), each restore consumer with its own throw-away group id (they
+assign partitions themselves and never commit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from delaybridge.bridge.backoff import RetryQueue
+from delaybridge.bridge.changelog import Changelog
+from delaybridge.bridge.changelog_topics import ChangelogTopics
+from delaybridge.bridge.flow import FlowControl
+from delaybridge.bridge.outbox import Outbox
+from delaybridge.bridge.restore import CONSUMER_SETTINGS, Restorer
+from delaybridge.bridge.restoring import Restoring
+from delaybridge.bridge.settings import Settings
+from delaybridge.bridge.standby import GroupView, Standbys
+from delaybridge.connectors.edge import AdminEdge, ClientFactory
+from delaybridge.timerlog import Clock, StoreSettings
+
+
+@dataclass(frozen=True)
+class KafkaState:
+    changelog: Changelog
+    restoring: Restoring
+    standbys: Standbys | None
+
+
+def build(
+    settings: Settings,
+    clients: ClientFactory,
+    outbox: Outbox,
+    retries: RetryQueue,
+    clock: Clock,
+    admin: AdminEdge,
+    flow: FlowControl,
+    store_settings: StoreSettings,
+) -> KafkaState | None:
+    """The parts, or None when ``changelog.enabled`` is off."""
+    cl, group = settings.changelog, settings.kafka.group_id
+    if not cl.enabled:
+        return None
+    changelog = Changelog(ChangelogTopics(cl, group), outbox, retries, clock)
+
+    def reader(purpose: str) -> Restorer:
+        overrides = {"group.id": f"{group}.{purpose}", **CONSUMER_SETTINGS}
+        return Restorer(clients.consumer(overrides, group=False), cl.restore_batch_records)
+
+    restoring = Restoring(changelog, reader("restore"), admin, flow)
+    standbys = None
+    if cl.standby_replicas:
+        standbys = Standbys(
+            cl.standby_replicas,
+            settings.kafka.instance_id,
+            GroupView(admin, group, clock),
+            reader("standby"),
+            restoring,
+            store_settings,
+            clock,
+        )
+    return KafkaState(changelog, restoring, standbys)

@@ -1,0 +1,98 @@
+"""Everything the sidecar produces goes out through one :class:`Outbox`.
+
+Deliveries, dead letters, re-published cancels and admin cancels share one producer and
+one rule for what is *in flight*: a record handed to librdkafka whose delivery report
+has not been served yet. That is exactly ``len(producer)``, so the outbox keeps no count
+of its own that could drift from librdkafka's.
+
+Every record sent gets exactly one outcome, delivered to its ``on_delivery`` callback
+from :meth:`poll` on the owner thread:
+
+1. acknowledged: ``on_delivery(None, msg)``;
+2. failed after librdkafka's own retries: ``on_delivery(err, msg)``;
+3. refused before sending (too large, unknown partition, ...): ``on_delivery(err, None)``,
+   deferred to the next :meth:`poll` so a callback never runs inside :meth:`send`.
+
+A full local queue is not an outcome: :meth:`send` returns False and nothing was
+queued; the caller keeps the record and tries again on a later turn.
+
+Not thread-safe: the service's owner thread calls it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaError as RdKafkaError
+
+from delaybridge.connectors import ProduceError, try_produce
+from delaybridge.connectors.edge import Headers, OnDelivery, ProducerEdge
+from delaybridge.errors import KafkaError
+
+
+class Outbox:
+    """The sidecar's one producer, with the outcome rules above."""
+
+    def __init__(self, producer: ProducerEdge) -> None:
+        self.producer = producer
+        self._refused: list[tuple[OnDelivery, RdKafkaError]] = []
+
+    @property
+    def in_flight(self) -> int:
+        """Records handed to librdkafka and not yet reported (acked or failed)."""
+        return len(self.producer) + len(self._refused)
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Headers | None,
+        on_delivery: OnDelivery,
+        partition: int | None = None,
+    ) -> bool:
+        """Queue one record; False (nothing queued) when the local queue is full."""
+        try:
+            return try_produce(
+                self.producer, topic, value, key,
+                partition=partition, headers=headers, on_delivery=on_delivery,
+            )  # fmt: skip
+        except ProduceError as exc:
+            self._refused.append((on_delivery, _error_of(exc)))
+        return True
+
+    def send_blocking(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Headers | None,
+        on_delivery: OnDelivery,
+        timeout_s: float = 30.0,
+    ) -> None:
+        """:meth:`send`, waiting for room in the queue (for rare records: cancels, dead
+        letters). Raises KafkaError naming the topic if there is none in ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while not self.send(topic, value, key, headers, on_delivery):
+            if time.monotonic() >= deadline:
+                raise KafkaError(f"producer queue full for {timeout_s} s; cannot write {topic!r}")
+            self.producer.poll(0.05)
+
+    def poll(self, timeout_s: float = 0.0) -> None:
+        """Serve delivery reports and refusals (their callbacks run here)."""
+        self.producer.poll(timeout_s)
+        while self._refused:
+            refused, self._refused = self._refused, []
+            for on_delivery, err in refused:
+                on_delivery(err, None)
+
+    def flush(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` for every outcome; returns how many are still open."""
+        self.poll(0)
+        return self.producer.flush(max(0.0, timeout_s)) + len(self._refused)
+
+
+def _error_of(exc: ProduceError) -> RdKafkaError:
+    if isinstance(exc.error, RdKafkaError):
+        return exc.error
+    return RdKafkaError(RdKafkaError._FAIL, str(exc))

@@ -1,0 +1,225 @@
+"""The partitions this sidecar owns, from assignment to release: one place for all of it.
+
+The consumer's rebalance callbacks (run inside ``consume()``, on the owner thread) land
+here:
+
+- **assign**: open (recover) each partition's store, apply the cancels of the last grace
+  period to it, resume consumption where the store and the group's committed offset say
+  (``partition.open_partition``), and start it paused if ingest is paused;
+- **revoke**: stop ingesting it, wait for its in-flight deliveries (bounded by
+  ``shutdown_grace_ms``), flush its store, commit its offset synchronously, close it;
+- **lost** (the group moved on without us): close without committing; the new owner
+  re-reads from the last commit.
+
+:meth:`Partitions.flush_and_commit` is the one durability point for every partition:
+flush the stores, then commit the delay-topic offsets they cover (never ahead of the
+data, DESIGN §4). :meth:`Partitions.drain` is the one wait for in-flight records, used
+by revoke and by shutdown. Not thread-safe: the owner thread calls everything.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from delaybridge.bridge.cancel_feed import CancelFeed
+from delaybridge.bridge.cancels import apply_cancels
+from delaybridge.bridge.changelog import SEEDING_MARK
+from delaybridge.bridge.flow import FlowControl
+from delaybridge.bridge.metrics import Metrics
+from delaybridge.bridge.outbox import Outbox
+from delaybridge.bridge.partition import NO_SPACE, PartitionState, PartKey, Role, open_partition
+from delaybridge.bridge.restore import MARK
+from delaybridge.bridge.restoring import Restoring
+from delaybridge.bridge.standby import Standbys
+from delaybridge.connectors.edge import ConsumerEdge
+from delaybridge.timerlog import Clock, StoreSettings
+
+log = logging.getLogger(__name__)
+
+
+class Partitions:
+    """The assigned partitions and their life cycle (see the module docstring)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        store_settings: StoreSettings,
+        clock: Clock,
+        outbox: Outbox,
+        metrics: Metrics,
+        flow: FlowControl,
+        grace_s: float,
+    ) -> None:
+        self._data_dir = data_dir
+        self._store_settings = store_settings
+        self._clock = clock
+        self._outbox = outbox
+        self._metrics = metrics
+        self._flow = flow
+        self._grace_s = grace_s
+        self.feed: CancelFeed | None = None
+        self.restoring: Restoring | None = None
+        """The changelog's restore hook (None: changelog off)."""
+        self.standbys: Standbys | None = None
+        """Warm standbys of partitions not owned here (None: changelog.standby_replicas 0)."""
+        self.by_key: dict[PartKey, PartitionState] = {}
+        self.rebalanced = False
+        """True once the group assigned us partitions at least once (readiness)."""
+
+    def __iter__(self) -> Iterator[PartitionState]:
+        return iter(self.by_key.values())
+
+    def __len__(self) -> int:
+        return len(self.by_key)
+
+    # -- rebalance callbacks (inside consume(), on the owner thread) ---------------------
+
+    def on_assign(self, consumer: ConsumerEdge, partitions: list[TopicPartition]) -> None:
+        committed = consumer.committed(partitions, timeout=30) if partitions else []
+        starts = []
+        restoring = []
+        for tp in committed:
+            if self.standbys is not None:
+                self.standbys.release((tp.topic, tp.partition))  # promoted: its copy is ours
+            part = open_partition(
+                self._data_dir,
+                tp.topic,
+                tp.partition,
+                self._store_settings,
+                self._clock,
+                tp.offset,
+            )
+            self.by_key[part.key] = part
+            self._metrics.partitions.store_recovered(part.topic, part.partition, part.recovery_s)
+            if self.feed is not None and self.feed.recent:
+                apply_cancels([part], [req for _, req in self.feed.recent])
+                if self.restoring is not None:
+                    self.restoring.changelog.removed_by_store(part)
+            start = part.offsets.commit_position()
+            starts.append(TopicPartition(part.topic, part.partition, start))
+            if self.restoring is not None and self.restoring.begin(part, consumer):
+                restoring.append(starts[-1])
+            log.info(
+                "assigned %s: store recovered in %.2f s, %d pending, %s at offset %d",
+                part.name,
+                part.recovery_s,
+                part.store.stats().pending,
+                "restoring from the changelog, then resuming"
+                if part.role is Role.RESTORING
+                else "resuming",
+                start,
+            )
+        for topic in {tp.topic for tp in partitions}:
+            self._count_partitions(consumer, topic)
+        consumer.incremental_assign(starts)
+        self._flow.on_assigned(starts)
+        if restoring:
+            consumer.pause(restoring)  # resumed once restored (bridge/restoring.py)
+        self.rebalanced = True
+
+    def _count_partitions(self, consumer: ConsumerEdge, topic: str) -> None:
+        """Publish the delay topic's partition count (to find partitions nobody owns)."""
+        try:
+            found = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        except KafkaException as exc:
+            log.warning("partition count of %r unknown: %s", topic, exc)
+            return
+        if found is not None and found.partitions:
+            self._metrics.partitions.set_delay_topic_partitions(topic, len(found.partitions))
+
+    def on_revoke(self, consumer: ConsumerEdge, partitions: list[TopicPartition]) -> None:
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        for key in keys:
+            if key in self.by_key:
+                self.by_key[key].revoking = True
+        if self.restoring is not None:  # write-behind values out before the handover
+            self.restoring.changelog.write_all([self.by_key[k] for k in keys if k in self.by_key])
+        self.drain(keys, time.monotonic() + self._grace_s)
+        self.flush_and_commit(consumer, keys, sync=True)
+        for key in keys:
+            self.close(key)
+        consumer.incremental_unassign(partitions)
+
+    def on_lost(self, consumer: ConsumerEdge, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self.close((tp.topic, tp.partition))
+        consumer.incremental_unassign(partitions)
+
+    # -- durability and release -----------------------------------------------------------
+
+    def drain(self, keys: Iterable[PartKey] | None, deadline_s: float) -> None:
+        """Serve delivery reports until these partitions (default: all) have nothing in
+        flight (deliveries, side writes, changelog values), or until ``deadline_s``."""
+        chosen = self._select(keys)
+
+        def busy() -> bool:  # deliveries, side writes or changelog values in flight
+            return any(part.pipeline.in_flight or part.offsets.unacked for part in chosen())
+
+        while busy() and time.monotonic() < deadline_s:
+            self._outbox.poll(0.05)
+
+    def flush_and_commit(
+        self, consumer: ConsumerEdge, keys: Iterable[PartKey] | None = None, *, sync: bool = False
+    ) -> bool:
+        """Flush the stores (default: all), then commit the offsets they cover. Returns
+        False when a store could not be flushed (no space); its offset stays."""
+        commits = []
+        flushed = True
+        for part in self._select(keys)():
+            if self.restoring is not None and part.role is Role.ACTIVE:
+                changelog = self.restoring.changelog
+                changelog.progress(part)
+                position = changelog.position(part)
+                if position is not None and SEEDING_MARK not in part.store.marks:
+                    part.store.marks[MARK] = position
+            try:
+                part.flush()
+            except OSError as exc:
+                if exc.errno not in NO_SPACE:
+                    raise
+                # Its offset stays where the last flush left it; the next flush retries.
+                log.warning("%s: cannot flush, no space left (%s)", part.name, exc)
+                self._flow.set_disk_full(True)
+                flushed = False
+                continue
+            position = part.offsets.take_commit()
+            if position is not None:
+                commits.append(TopicPartition(part.topic, part.partition, position))
+        if not commits:
+            return flushed
+        try:
+            if sync:
+                consumer.commit(offsets=commits, asynchronous=False)
+            else:
+                consumer.commit(offsets=commits)
+        except KafkaException as exc:
+            log.warning("offset commit failed (retried at the next flush): %s", exc)
+        return flushed
+
+    def close(self, key: PartKey) -> None:
+        """Close one partition's store (flushed; its offset is the caller's business)."""
+        part = self.by_key.pop(key, None)
+        if part is None:
+            return
+        if self.restoring is not None:
+            self.restoring.forget(part)
+        part.close()
+        self._metrics.partitions.forget(part.topic, part.partition)
+        log.info("released %s", part.name)
+
+    def close_all(self) -> None:
+        for key in list(self.by_key):
+            self.close(key)
+        if self.standbys is not None:
+            self.standbys.close()
+
+    def _select(self, keys: Iterable[PartKey] | None) -> Callable[[], list[PartitionState]]:
+        if keys is None:
+            return lambda: list(self.by_key.values())
+        wanted = list(keys)
+        return lambda: [self.by_key[k] for k in wanted if k in self.by_key]

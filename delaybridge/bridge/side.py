@@ -1,0 +1,111 @@
+"""Records a delay-topic record turns into besides a stored message: side writes.
+
+A cancel is re-published to the cancel topic; bad input goes to the dead-letter topic.
+Either way the delay-topic offset may be committed only once Kafka acknowledged the
+write (``bridge/offsets.py``), and nothing is ever dropped:
+
+1. the write is queued (waiting for room in the producer queue if need be);
+2. acked → the offset is released for the commit;
+3. refused as too large (dead letters only) → written again shrunk (without its value,
+   then without the producer's headers too: ``bridge/deadletter.py``);
+4. any other failure → retried with exponential backoff (``bridge/backoff.py``),
+   never in a tight loop inside the delivery callback;
+5. the partition was closed meanwhile → given up: its offset was never committed, so
+   the next owner reads the record again.
+
+Not thread-safe: the service's owner thread calls it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+
+from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import Message
+
+from delaybridge.bridge.backoff import RetryQueue, backoff_ms
+from delaybridge.bridge.deadletter import shrunk
+from delaybridge.bridge.outbox import Outbox
+from delaybridge.bridge.partition import PartitionState
+from delaybridge.connectors.edge import Headers
+from delaybridge.errors import KafkaError
+from delaybridge.timerlog import Clock
+
+log = logging.getLogger(__name__)
+_TOO_LARGE = {RdKafkaError.MSG_SIZE_TOO_LARGE, RdKafkaError.RECORD_LIST_TOO_LARGE}
+
+
+@dataclass(eq=False, slots=True)
+class SideWrite:
+    part: PartitionState
+    offset: int
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    shrinkable: bool
+    """A dead letter: may be written without its value when too large."""
+    failures: int = 0
+    shrink_step: int = 0
+
+    @property
+    def where(self) -> str:
+        return f"{self.part.topic}/{self.part.partition}/{self.offset}"
+
+
+class SideWriter:
+    """Writes side records with the guarantees of the module docstring."""
+
+    def __init__(self, outbox: Outbox, retries: RetryQueue, clock: Clock) -> None:
+        self._outbox = outbox
+        self._retries = retries
+        self._clock = clock
+
+    def write(self, w: SideWrite) -> None:
+        """Start a side write (step 1); its offset commits once it is acked."""
+        w.part.offsets.produce_started(w.offset)
+        try:
+            self._send_blocking(w)
+        except KafkaError as exc:  # no room in the producer queue for a long while
+            log.error("cannot queue %s for %r: %s; retrying", w.where, w.topic, exc)
+            self._retry(w)
+
+    def _send_blocking(self, w: SideWrite) -> None:
+        value, headers = _payload(w)
+        self._outbox.send_blocking(w.topic, value, w.key, headers, partial(self._outcome, w))
+
+    def _send(self, w: SideWrite) -> bool:
+        if w.part.closed:
+            return True  # step 5
+        value, headers = _payload(w)
+        return self._outbox.send(w.topic, value, w.key, headers, partial(self._outcome, w))
+
+    def _outcome(self, w: SideWrite, err: RdKafkaError | None, _msg: Message | None) -> None:
+        if err is None:
+            w.part.offsets.produce_acked(w.offset)  # step 2
+            return
+        if w.part.closed:
+            return  # step 5
+        if w.shrinkable and err.code() in _TOO_LARGE and w.shrink_step < 2:
+            w.shrink_step += 1  # step 3
+            log.warning(
+                "%r refused %s as too large (%s); writing it without its %s",
+                w.topic, w.where, err.str(), "value" if w.shrink_step == 1 else "headers",
+            )  # fmt: skip
+            if not self._send(w):
+                self._retry(w)
+            return
+        log.warning("writing %s to %r failed: %s; retrying", w.where, w.topic, err.str())
+        self._retry(w)  # step 4
+
+    def _retry(self, w: SideWrite) -> None:
+        w.failures += 1
+        self._retries.at(self._clock.now_ms() + backoff_ms(w.failures), partial(self._send, w))
+
+
+def _payload(w: SideWrite) -> tuple[bytes | None, Headers]:
+    if not w.shrink_step:
+        return w.value, w.headers
+    return None, shrunk(w.headers, w.value, w.shrink_step)

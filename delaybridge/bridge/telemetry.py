@@ -1,0 +1,115 @@
+"""From the loop's state to the Prometheus metrics, once per flush interval.
+
+:meth:`Telemetry.publish` drains the :class:`~delaybridge.bridge.tally.Tally` (counts
+since the last refresh, from every part of the loop) into the counters, and sets the
+gauges from snapshots: per-store stats, consumer lag from the cached watermarks, the
+in-flight and backlog sizes, and the flow-control state. It returns the totals flow
+control decides on. Not thread-safe: the owner thread calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from delaybridge.bridge.metrics import Metrics
+from delaybridge.bridge.partition import PartitionState
+from delaybridge.bridge.restoring import Restoring
+from delaybridge.bridge.standby import Standbys
+from delaybridge.bridge.tally import Tally
+from delaybridge.connectors.edge import ConsumerEdge
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """What flow control looks at."""
+
+    pending: int
+    """Messages stored in every owned partition, not yet delivered or cancelled."""
+    backlog: int
+    """Due records taken from the stores and not yet resolved (held or in flight)."""
+    queued: int = 0
+    """Records of every kind in the producer's queue, not yet acknowledged."""
+
+
+class Telemetry:
+    def __init__(
+        self,
+        metrics: Metrics,
+        tally: Tally,
+        restoring: Restoring | None = None,
+        standbys: Standbys | None = None,
+    ) -> None:
+        self._metrics = metrics
+        self._tally = tally
+        self._restoring = restoring
+        self._standbys = standbys
+        self._standby_keys: set[tuple[str, int]] = set()
+
+    def publish(
+        self, parts: Iterable[PartitionState], consumer: ConsumerEdge, in_flight: int
+    ) -> Load:
+        m = self._metrics
+        t = self._tally.drain()
+        for topic, n in t.enqueued.items():
+            m.enqueued(topic, n)
+        for topic, n in t.delivered.items():
+            m.delivered(topic, n)
+        for reason, n in t.dead_lettered.items():
+            m.dead_lettered(reason, n)
+        for reason, n in t.retries.items():
+            m.delivery_retried(reason, n)
+        m.cancelled(t.cancelled)
+        m.cancel_unknown(t.cancel_unknown)
+        m.cancels_published(t.cancels_published)
+        m.cancels_unreadable(t.cancels_unreadable)
+        m.early(t.early)
+        if t.lateness_ms:
+            m.observe_lateness_ms(t.lateness_ms)
+
+        pending_by_topic: dict[str, int] = {}
+        pending = backlog = 0
+        lag_s = 0.0
+        owned = list(parts)
+        for part in owned:
+            stats = part.store.stats()
+            pending += stats.pending
+            backlog += part.pipeline.in_flight
+            for topic, n in stats.pending_by_topic.items():
+                pending_by_topic[topic] = pending_by_topic.get(topic, 0) + n
+            lag_s = max(lag_s, stats.read_lag_ms / 1000)
+            m.partitions.set_store_bytes(part.topic, part.partition, stats.bytes_on_disk)
+            m.partitions.set_role(part.topic, part.partition, part.role.value)
+            if stats.rolled_total > part.rolled_seen:
+                m.rolled(stats.rolled_total - part.rolled_seen)
+                part.rolled_seen = stats.rolled_total
+            try:
+                _low, high = consumer.get_watermark_offsets(
+                    TopicPartition(part.topic, part.partition), cached=True
+                )
+            except KafkaException:
+                continue  # no fetch response cached yet: the gauge keeps its last value
+            m.partitions.set_consumer_lag(
+                part.topic, part.partition, max(0, high - 1 - stats.last_source_offset)
+            )
+        if self._restoring is not None:
+            for part, remaining, read in self._restoring.progress():
+                m.partitions.set_restore(part.topic, part.partition, remaining, read)
+        if self._standbys is not None:
+            keys = set()
+            for part, lag in self._standbys.lag():
+                keys.add(part.key)
+                m.partitions.set_role(part.topic, part.partition, part.role.value)
+                m.partitions.set_standby_lag(part.topic, part.partition, lag)
+            for gone in self._standby_keys - keys - {p.key for p in owned}:
+                m.partitions.forget(*gone)
+            self._standby_keys = keys
+        m.set_pending(pending_by_topic)
+        m.set_wheel_read_lag_seconds(lag_s)
+        m.set_in_flight(in_flight)
+        m.set_delivery_backlog(backlog)
+        m.set_assigned_partitions(len(owned))
+        m.heartbeat()
+        return Load(pending, backlog, in_flight)

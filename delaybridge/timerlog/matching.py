@@ -1,0 +1,167 @@
+"""Cancel and lookup: finding pending messages by id, with no id index in memory.
+
+Every timer-log entry carries a 32-bit hash of its message's id. A query hashes all
+its ids, scans the ``id_hash`` column of the live timer log once
+(:meth:`TimerLog.find_ids`: one vectorised ``np.isin`` per 8 MiB), and confirms each
+hit: not cancelled already, still ahead of the read position
+(:meth:`Reader.is_pending`), and its CRC-checked commit-log record carries the id
+(and the target topic, when the cancel names one). Cost: one pass over 32 bytes per
+pending message per call, so callers batch (the sidecar makes one call per poll).
+
+A cancel that matches nothing waits in the cancel book (:mod:`cancels`) for
+``cancel_grace_ms``: its message may still arrive from another delay-topic
+partition, and :meth:`IdMatcher.on_append` cancels it then.
+
+Not thread-safe: the store's owner thread calls it.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from delaybridge.timerlog import timer_codec
+from delaybridge.timerlog.cancels import CancelBook
+from delaybridge.timerlog.commit_log import CommitLog
+from delaybridge.timerlog.reader import Reader
+from delaybridge.timerlog.records import TimerRecord
+from delaybridge.timerlog.stats import StoreCounters
+from delaybridge.timerlog.timer_log import IdHit, TimerLog
+
+
+class IdMatcher:
+    """Cancels and looks up pending messages of one store by id.
+
+    Shares the store's ``counters`` and ``pending`` (per target topic) and updates
+    them as cancels match, wait and expire.
+    """
+
+    def __init__(
+        self,
+        timer: TimerLog,
+        commit_log: CommitLog,
+        reader: Reader,
+        cancels: CancelBook,
+        grace_ms: int,
+        counters: StoreCounters,
+        pending: Counter[str],
+    ) -> None:
+        self.timer = timer
+        self.commit_log = commit_log
+        self.reader = reader
+        self.cancels = cancels
+        self.grace_ms = grace_ms
+        self.counters = counters
+        self.pending = pending
+        self.removed: list[TimerRecord] = []
+        """Records removed by cancels since the store's owner last took them."""
+
+    def cancel(
+        self, ids: Sequence[tuple[str, str | None]], now_ms: int, live_start: int
+    ) -> list[bool]:
+        """See :meth:`TimerStore.cancel`; ``live_start``: the first live timer entry."""
+        self.expire(now_ms)
+        result = [False] * len(ids)
+        candidates = self.timer.find_ids(live_start, {zlib.crc32(i.encode()) for i, _ in ids})
+        for j, (rid, topic) in enumerate(ids):
+            for hit in candidates.get(zlib.crc32(rid.encode()), ()):
+                if not self._still_pending(hit):
+                    continue  # also an id that an earlier item of this call cancelled
+                rec = self.commit_log.read(hit.cl_pos)
+                if rec.id != rid or (topic is not None and rec.target_topic != topic):
+                    continue
+                self.cancels.apply(hit.index, hit.slot_ms)
+                self.counters.cancelled_total += 1
+                self.pending[rec.target_topic] -= 1
+                self.removed.append(rec)
+                result[j] = True
+            if not result[j]:
+                if self.grace_ms > 0:
+                    self.cancels.wait(rid, topic, now_ms + self.grace_ms)
+                else:
+                    self.counters.unknown_cancels_total += 1
+        self.cancels.write_pending()
+        return result
+
+    def on_append(
+        self, records: Sequence[TimerRecord], first: int, slot: npt.NDArray[np.int64]
+    ) -> None:
+        """Cancel appended messages (timer entries ``first``.., ticks ``slot``) that waiting
+        cancels match."""
+        if not self.cancels.waiting:
+            return
+        waiting = self.cancels.waiting
+        for j, r in enumerate(records):
+            if r.id in waiting and self.cancels.take_waiting(r.id, r.target_topic):
+                self.cancels.apply(first + j, int(slot[j]))
+                self.counters.cancelled_total += 1
+                self.pending[r.target_topic] -= 1
+                self.removed.append(r)
+        self.cancels.write_pending()
+
+    def remove(
+        self,
+        keys: Sequence[tuple[str, int, int]],
+        generation_of: Callable[[TimerRecord], int],
+        live_start: int,
+    ) -> int:
+        """See :meth:`TimerStore.remove`."""
+        wanted: dict[str, set[tuple[int, int]]] = {}
+        for id, offset, generation in keys:
+            wanted.setdefault(id, set()).add((offset, generation))
+        hashes = {zlib.crc32(i.encode()): i for i in wanted}
+        dropped = 0
+        for hits in self.timer.find_ids(live_start, set(hashes)).values():
+            for hit in hits:
+                if not self._still_pending(hit):
+                    continue
+                rec = self.commit_log.read(hit.cl_pos)
+                if (rec.source_offset, generation_of(rec)) in wanted.get(rec.id, ()):
+                    self.cancels.apply(hit.index, hit.slot_ms)
+                    self.counters.removed_total += 1
+                    self.pending[rec.target_topic] -= 1
+                    dropped += 1
+        self.cancels.write_pending()
+        return dropped
+
+    def pending_records(self, live_start: int, chunk: int) -> Iterator[list[bytes]]:
+        """Every pending message's commit-log record, in chunks of up to ``chunk``: a
+        full pass over the live timer log (a store's first changelog write)."""
+        out: list[bytes] = []
+        for first, entries in self.timer.chunks(live_start, self.timer.end):
+            slots = entries["slot_ms"].tolist()
+            words = entries["cl_word"].tolist()
+            for row, slot_ms in enumerate(slots):
+                index = first + row
+                if index in self.cancels.applied or not self.reader.is_pending(index, slot_ms):
+                    continue
+                # One unread entry per pending message (a ROLL entry for one beyond the
+                # window points at its record too).
+                out.append(self.commit_log.raw(words[row] & timer_codec.POS_MASK))
+                if len(out) >= chunk:
+                    yield out
+                    out = []
+        if out:
+            yield out
+
+    def expire(self, now_ms: int) -> None:
+        """Count waiting cancels whose grace period ended as unknown."""
+        self.counters.unknown_cancels_total += self.cancels.expire(now_ms)
+
+    def lookup(self, id: str, live_start: int) -> TimerRecord | None:
+        """See :meth:`TimerStore.lookup`."""
+        h = zlib.crc32(id.encode())
+        for hit in self.timer.find_ids(live_start, {h}).get(h, ()):
+            if self._still_pending(hit) and (rec := self.commit_log.read(hit.cl_pos)).id == id:
+                return rec
+        return None
+
+    def _still_pending(self, hit: IdHit) -> bool:
+        """Neither cancelled nor read yet (handed out, skipped or rolled)."""
+        if hit.index in self.cancels.applied:
+            return False
+        return self.reader.is_pending(hit.index, hit.slot_ms)

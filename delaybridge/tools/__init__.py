@@ -1,0 +1,13 @@
+"""Tools around the product: the README's demo, the end-to-end benchmark, the passthrough.
+
+The top of the package graph (tools -> spark -> bridge -> timerlog -> wheel): the demo
+runs the sidecar and then the Spark reconciliation, and the benchmark drives a sidecar
+child process, so they may import any part and no part imports them.
+
+* :func:`delaybridge.tools.demo.run_demo` — ``delaybridge demo``;
+* :func:`delaybridge.tools.e2e.run_e2e` — ``delaybridge bench e2e``;
+* :func:`delaybridge.tools.passthrough.run_passthrough` — the benchmark's ceiling.
+
+``delaybridge.tools.cli`` registers the two commands. (The repository's top-level
+``tools/`` directory holds maintainers' scripts; it is not this package.)
+"""

@@ -1,0 +1,140 @@
+"""``delaybridge bench restore``: how fast a store is rebuilt from its changelog.
+
+For each size N: a changelog partition is filled with N pending messages' values (keys
+and values exactly as the sidecar writes them) plus, interleaved, a tenth as many
+messages that were delivered (a value, then its tombstone): what an uncompacted head
+holds. Then the sidecar's own restore path (``bridge/restore.py``: the slices, the
+buffer, the store's ``append_raw`` and ``remove``) rebuilds an empty store from it, and
+the benchmark reports changelog records read per second, pending messages per second,
+the wall and CPU time, and how much the process's RSS grew while restoring.
+
+Prints a table and writes JSON (``bench-results/restore.json`` by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from delaybridge.bridge.offsets import OffsetTracker
+from delaybridge.bridge.partition import PartitionState
+from delaybridge.bridge.restore import CONSUMER_SETTINGS, Restorer, RestoreTask
+from delaybridge.connectors import KafkaClients, KafkaSettings, ensure_topics, produce_blocking
+from delaybridge.timerlog import StoreSettings, TimerRecord, TimerStore
+from delaybridge.timerlog.changelog_codec import ID_HEADER, key_of, value_of
+from delaybridge.timerlog.commit_codec import encode_batch
+from delaybridge.tools.e2e.sidecar import free_port
+
+VALUE = b"x" * 100
+HEADERS = (("trace", b"abc"),)
+
+
+def run_restore_bench(args: argparse.Namespace) -> int:
+    console = Console()
+    sizes = [int(s) for s in str(args.pending).split(",")]
+    with tempfile.TemporaryDirectory(prefix="delaybridge-restore-") as tmp:
+        work = Path(tmp)
+        broker = None
+        bootstrap = args.bootstrap
+        if not bootstrap:
+            from delaybridge.connectors.localkafka import LocalKafka
+
+            broker = LocalKafka(
+                work / "kafka", port=free_port(), controller_port=free_port(), heap_mb=1024
+            )
+            broker.start(timeout_s=120)
+            bootstrap = broker.bootstrap
+        try:
+            clients = KafkaClients(KafkaSettings(bootstrap_servers=bootstrap))
+            results = [_one(console, clients, work / f"n{n}", n) for n in sizes]
+        finally:
+            if broker is not None:
+                broker.stop()
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"restore": results}, indent=2))
+    table = Table(title="delaybridge bench restore")
+    table.add_column("metric")
+    for row in results:
+        table.add_column(f"{row['pending']:,} pending", justify="right")
+    for metric in results[0]:
+        table.add_row(metric, *(str(row[metric]) for row in results))
+    console.print(table)
+    console.print(f"JSON written to {args.json}")
+    return 0
+
+
+def _one(console: Console, clients: KafkaClients, work: Path, n: int) -> dict[str, Any]:
+    topic = f"restore-bench.{n}.{time.time_ns()}"
+    ensure_topics(clients.admin(), {topic: {"cleanup.policy": "compact"}})
+    with console.status(f"writing a changelog of {n:,} pending messages"):
+        written = _fill(clients, topic, n)
+    store = TimerStore.open(work / "store", StoreSettings())
+    part = PartitionState(topic, 0, store, OffsetTracker(0), 0.0)
+    reader = clients.reader(CONSUMER_SETTINGS)
+    restorer = Restorer(reader, 50_000)
+    rss_before = _rss_mb()
+    peak = rss_before
+    started, cpu = time.perf_counter(), time.process_time()
+    restorer.start(RestoreTask(part, topic, 0, written, rebuild=True))
+    with console.status(f"restoring {written:,} changelog records"):
+        while restorer.tasks:
+            restorer.step(50_000)
+            peak = max(peak, _rss_mb())
+    seconds, cpu_s = time.perf_counter() - started, time.process_time() - cpu
+    pending = store.stats().pending
+    restorer.close()
+    store.close()
+    return {
+        "pending": n,
+        "changelog_records": written,
+        "restored_pending": pending,
+        "seconds": round(seconds, 2),
+        "records_per_s": round(written / seconds),
+        "pending_per_s": round(pending / seconds),
+        "cpu_seconds": round(cpu_s, 2),
+        "rss_before_mb": round(rss_before, 1),
+        "rss_growth_during_restore_mb": round(peak - rss_before, 1),
+    }
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _fill(clients: KafkaClients, topic: str, n: int) -> int:
+    """n pending values, plus n/10 delivered messages (value, then tombstone)."""
+    # Compressed as the sidecar's producer writes its changelog (lz4).
+    producer = clients.producer({"linger.ms": 20, "batch.size": 1 << 20, "compression.type": "lz4"})
+    due = int(time.time() * 1000) + 3_600_000
+    written = 0
+    chunk = 10_000
+    for start in range(0, n, chunk):
+        records = [
+            TimerRecord(
+                f"id-{i}", due + i % 600_000, "orders", -1, b"k%d" % i, VALUE, HEADERS, i, due
+            )
+            for i in range(start, min(n, start + chunk))
+        ]
+        enc = encode_batch(records).records()
+        for rec, raw in zip(records, enc, strict=True):
+            produce_blocking(producer, topic, value_of(raw), key_of(rec.source_offset), partition=0)
+            written += 1
+            if rec.source_offset % 10 == 0:  # a delivered neighbour: value, then tombstone
+                gone = key_of(rec.source_offset, 7)
+                produce_blocking(producer, topic, value_of(raw), gone, partition=0)
+                tomb: list[tuple[str, str | bytes | None]] = [(ID_HEADER, rec.id.encode())]
+                produce_blocking(producer, topic, None, gone, partition=0, headers=tomb)
+                written += 2
+    if producer.flush(120):
+        raise RuntimeError(f"changelog fill of {topic}: records not acknowledged in 120 s")
+    return written

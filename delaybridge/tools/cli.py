@@ -1,0 +1,76 @@
+"""``delaybridge demo``, ``delaybridge bench e2e`` and ``delaybridge bench restore``.
+
+delaybridge demo [--work-dir var/demo] [--port 39092] [--no-report]   # the README's command
+delaybridge bench e2e [--config FILE | --bootstrap HOST:PORT] [--messages N] [--only ...]
+delaybridge bench restore [--bootstrap HOST:PORT] [--pending 1000000,10000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(commands: Any, bench: Any) -> None:
+    demo = commands.add_parser("demo", help="broker, sidecar, delayed messages, report")
+    demo.add_argument("--work-dir", type=Path, default=Path("var/demo"))
+    demo.add_argument("--port", type=int, default=39092, help="demo broker client port")
+    demo.add_argument("--no-report", action="store_true", help="skip the Spark reconciliation")
+    demo.set_defaults(handler=_demo)
+
+    e2e = bench.add_parser("e2e", help="sidecar throughput vs passthrough, lateness, 1M tick")
+    e2e.add_argument(
+        "--config",
+        type=Path,
+        help="an existing cluster: the kafka section of this settings file (client: TLS, "
+        "SASL) and DELAYBRIDGE_* variables; default: start a local broker",
+    )
+    e2e.add_argument("--bootstrap", help="an existing broker (default: start a local one)")
+    e2e.add_argument("--messages", type=int, default=200_000, help="throughput run size")
+    e2e.add_argument("--steady-s", type=int, default=30, help="seconds of steady 5k msg/s")
+    e2e.add_argument("--rate", type=int, default=5_000, help="steady rate, msg/s")
+    e2e.add_argument("--tick-messages", type=int, default=1_000_000, help="records in one tick")
+    e2e.add_argument("--json", type=Path, default=Path("bench-results/e2e.json"))
+    e2e.add_argument("--only", choices=("throughput", "lateness", "tick"), action="append")
+    e2e.set_defaults(handler=_e2e)
+
+    restore = bench.add_parser("restore", help="rebuild a store from its changelog: rate")
+    restore.add_argument("--bootstrap", help="an existing broker (default: start a local one)")
+    restore.add_argument(
+        "--pending", default="1000000", help="pending messages, comma-separated sizes"
+    )
+    restore.add_argument("--json", type=Path, default=Path("bench-results/restore.json"))
+    restore.set_defaults(handler=_restore)
+
+    failover = bench.add_parser("failover", help="a killed owner's partition, without and "
+                                "with a warm standby: time until it delivers again")  # fmt: skip
+    failover.add_argument("--bootstrap", help="an existing broker (default: start a local one)")
+    failover.add_argument("--pending", type=int, default=200_000, help="pending messages")
+    failover.add_argument("--session-timeout-ms", type=int, default=6_000)
+    failover.add_argument("--json", type=Path, default=Path("bench-results/failover.json"))
+    failover.set_defaults(handler=_failover)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from delaybridge.tools.demo import run_demo
+
+    return run_demo(args.work_dir, port=args.port, report=not args.no_report)
+
+
+def _failover(args: argparse.Namespace) -> int:
+    from delaybridge.tools.bench_failover import run_failover_bench
+
+    return run_failover_bench(args)
+
+
+def _restore(args: argparse.Namespace) -> int:
+    from delaybridge.tools.bench_restore import run_restore_bench
+
+    return run_restore_bench(args)
+
+
+def _e2e(args: argparse.Namespace) -> int:
+    from delaybridge.tools.e2e import run_e2e
+
+    return run_e2e(args)

@@ -1,0 +1,170 @@
+"""The three measurements of ``bench e2e``: throughput, lateness, one tick.
+
+Each creates its own topics (names carry a timestamp, so runs never share data), starts
+its own sidecar child and returns a flat dict of numbers for the JSON and the table.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from delaybridge.connectors import KafkaClients, ensure_topics
+from delaybridge.tools.e2e.sidecar import SidecarProcess
+from delaybridge.tools.e2e.traffic import count_arrivals, fill, steady
+from delaybridge.tools.passthrough import run_passthrough
+
+
+def _topics(clients: KafkaClients, prefix: str, *kinds: str) -> list[str]:
+    """Fresh topics ``<prefix>.<kind>.<ns>``, created."""
+    names = [f"{prefix}.{kind}.{time.time_ns()}" for kind in kinds]
+    ensure_topics(clients.admin(), {name: {} for name in names})
+    return names
+
+
+def throughput(console: Console, clients: KafkaClients, work: Path, n: int) -> dict[str, Any]:
+    """N records already due: the sidecar's delivery rate vs the passthrough ceiling, with
+    the changelog on (the default) and off, in the same run on the same data."""
+    delay, delay_off, target, target_off, src, dst = _topics(
+        clients, "tp", "delay", "delay-nocl", "out", "out-nocl", "src", "dst"
+    )
+    past = int(time.time() * 1000) - 61_000
+
+    def headers_to(out: str) -> Callable[[int], list[tuple[str, str | bytes | None]]]:
+        return lambda i: [
+            ("delay-target-topic", out),
+            ("deliver-at-ms", str(past + (i * 60_000) // n)),
+        ]
+
+    fill(clients, delay, n, headers_to(target), console)
+    fill(clients, delay_off, n, headers_to(target_off), console)
+    fill(clients, src, n, lambda i: [("k", "v")], console)
+    console.print("passthrough forwarder ...")
+    ceiling = run_passthrough(clients.settings, src, dst, n, timeout_s=600)
+    console.print(f"passthrough: {ceiling}")
+    on = _sidecar_rate(console, clients, work / "on", delay, target, n, {})
+    off = _sidecar_rate(console, clients, work / "off", delay_off, target_off, n, _NO_CHANGELOG)
+    ceiling_rate = float(ceiling.get("messages_per_s", 0.0))
+    return {
+        "messages": n,
+        "delivered": on["delivered"],
+        "sidecar_msgs_per_s": round(on["rate"]),
+        "sidecar_seconds": round(on["seconds"], 2),
+        "sidecar_no_changelog_msgs_per_s": round(off["rate"]),
+        "changelog_cost_ratio": round(on["rate"] / off["rate"], 3) if off["rate"] else None,
+        "passthrough_msgs_per_s": round(ceiling_rate),
+        "ratio": round(on["rate"] / ceiling_rate, 3) if ceiling_rate else None,
+        "ratio_no_changelog": round(off["rate"] / ceiling_rate, 3) if ceiling_rate else None,
+        "sidecar_peak_rss_mb": round(on["rss"], 1),
+    }
+
+
+_NO_CHANGELOG = {"changelog": {"enabled": False}}
+
+
+def _sidecar_rate(
+    console: Console,
+    clients: KafkaClients,
+    work: Path,
+    delay: str,
+    target: str,
+    n: int,
+    overrides: dict[str, Any],
+) -> dict[str, float]:
+    """Start a sidecar on ``delay``; time from its first delivery to the n-th ack."""
+    console.print(f"sidecar {'(changelog off) ' if overrides else ''}...")
+    side = SidecarProcess(clients.settings, work, delay, **overrides)
+    try:
+        seen, first, last = count_arrivals(clients, target, n, timeout_s=900)
+        rss = side.peak_rss_mb()
+    finally:
+        side.stop()
+    elapsed = last - first
+    return {
+        "delivered": seen,
+        "rate": seen / elapsed if elapsed > 0 else 0.0,
+        "seconds": elapsed,
+        "rss": rss,
+    }
+
+
+def lateness(
+    console: Console, clients: KafkaClients, work: Path, rate: int, seconds: int
+) -> dict[str, Any]:
+    """A steady stream with 1–5 s delays: how late (or early) each record arrives."""
+    delay, target = _topics(clients, "lt", "delay", "out")
+    side = SidecarProcess(clients.settings, work, delay)
+    try:
+        with console.status(f"steady {rate} msg/s for {seconds} s"):
+            n = steady(
+                clients,
+                delay,
+                rate,
+                seconds,
+                lambda i: [
+                    ("delay-target-topic", target),
+                    ("delay-ms", str(1000 + (i * 7919) % 4000)),
+                ],
+            )
+        late: list[int] = []
+        seen, _, _ = count_arrivals(clients, target, n, timeout_s=60, lateness=late)
+        rss = side.peak_rss_mb()
+    finally:
+        side.stop()
+    late.sort()
+
+    def pct(p: float) -> int:
+        return late[min(len(late) - 1, int(p * len(late)))] if late else -1
+
+    return {
+        "rate_msgs_per_s": rate,
+        "seconds": seconds,
+        "sent": n,
+        "delivered": seen,
+        "lateness_p50_ms": pct(0.50),
+        "lateness_p99_ms": pct(0.99),
+        "lateness_max_ms": late[-1] if late else -1,
+        "early": sum(1 for x in late if x < 0),
+        "tick_ms": 100,
+        "sidecar_peak_rss_mb": round(rss, 1),
+    }
+
+
+def one_tick(console: Console, clients: KafkaClients, work: Path, n: int) -> dict[str, Any]:
+    """N records due at the same millisecond, stored while dequeue is paused, then drained."""
+    delay, target = _topics(clients, "tk", "delay", "out")
+    side = SidecarProcess(clients.settings, work, delay)
+    try:
+        side.get("/admin/pause?direction=dequeue", method="POST")
+        due = int(time.time() * 1000) + 1_000
+        fill(
+            clients,
+            delay,
+            n,
+            lambda i: [("delay-target-topic", target), ("deliver-at-ms", str(due))],
+            console,
+        )
+        with console.status("waiting for the sidecar to store them all"):
+            side.wait_for(lambda: side.stored() >= n, 900, f"{n} records stored")
+        rss_before = side.peak_rss_mb()
+        resumed = time.time()
+        side.get("/admin/resume?direction=dequeue", method="POST")
+        seen, _, last = count_arrivals(clients, target, n, timeout_s=900)
+        rss = side.peak_rss_mb()
+    finally:
+        side.stop()
+    elapsed = last - resumed
+    return {
+        "messages": n,
+        "delivered": seen,
+        "drain_seconds": round(elapsed, 2),
+        "drain_msgs_per_s": round(seen / elapsed) if elapsed > 0 else 0,
+        "sidecar_peak_rss_mb_before_drain": round(rss_before, 1),
+        "sidecar_peak_rss_mb": round(rss, 1),
+        "sidecar_peak_anon_mb": round(side.peak_anon_mb, 1),
+        "sidecar_peak_file_backed_mb": round(side.peak_file_mb, 1),
+    }

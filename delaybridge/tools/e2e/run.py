@@ -1,0 +1,97 @@
+"""The ``bench e2e`` command: a cluster, the chosen measurements, a table and JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from delaybridge.connectors import KafkaClients, KafkaSettings
+from delaybridge.tools.e2e import measure
+from delaybridge.tools.e2e.sidecar import free_port
+
+MEASUREMENTS = ("throughput", "lateness", "tick")
+
+
+def run_e2e(args: argparse.Namespace) -> int:
+    """Run the measurements named by ``args.only`` (all by default); write ``args.json``.
+
+    The cluster is ``--config``'s ``kafka`` section and/or ``--bootstrap``; with neither,
+    a local broker is started in a temporary directory and stopped afterwards.
+    """
+    console = Console()
+    with tempfile.TemporaryDirectory(prefix="delaybridge-bench-") as tmp:
+        work = Path(tmp)
+        broker = None
+        kafka = _cluster(args)
+        if kafka is None:
+            from delaybridge.connectors.localkafka import LocalKafka
+
+            broker = LocalKafka(
+                work / "kafka", port=free_port(), controller_port=free_port(), heap_mb=1024
+            )
+            broker.start(timeout_s=120)
+            kafka = KafkaSettings(bootstrap_servers=broker.bootstrap)
+        try:
+            results = _run_all(console, KafkaClients(kafka), work, args)
+        finally:
+            if broker is not None:
+                broker.stop()
+    results["machine"] = {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2))
+    _print(console, results)
+    console.print(f"JSON written to {args.json}")
+    return 0
+
+
+def _cluster(args: argparse.Namespace) -> KafkaSettings | None:
+    """The existing cluster named by ``--config`` and ``--bootstrap``, if any."""
+    if args.config is None:
+        return KafkaSettings(bootstrap_servers=args.bootstrap) if args.bootstrap else None
+    from delaybridge.bridge.settings import load
+
+    kafka = load(args.config).kafka
+    if args.bootstrap:
+        kafka = kafka.model_copy(update={"bootstrap_servers": args.bootstrap})
+    return kafka
+
+
+def _run_all(
+    console: Console, clients: KafkaClients, work: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    only = set(args.only or MEASUREMENTS)
+    results: dict[str, Any] = {}
+    if "throughput" in only:
+        results["throughput"] = measure.throughput(console, clients, work / "t", args.messages)
+    if "lateness" in only:
+        results["lateness"] = measure.lateness(
+            console, clients, work / "l", args.rate, args.steady_s
+        )
+    if "tick" in only:
+        results["tick"] = measure.one_tick(console, clients, work / "k", args.tick_messages)
+    return results
+
+
+def _print(console: Console, results: dict[str, Any]) -> None:
+    table = Table(title="delaybridge bench e2e")
+    table.add_column("measurement")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for section, values in results.items():
+        if section == "machine":
+            continue
+        for key, value in values.items():
+            table.add_row(section, key, str(value))
+    console.print(table)

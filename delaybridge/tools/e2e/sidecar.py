@@ -1,0 +1,120 @@
+"""The sidecar under benchmark: a real ``delaybridge run`` child process, watched.
+
+The child gets a settings file naming the benchmark's delay topic and the cluster exactly
+as the benchmark reaches it (``kafka.client`` included), its own consumer group and a free
+HTTP port. The parent samples the child's memory (anonymous vs file-backed: the store's
+mmap'd segments) and reads its progress from the admin API.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from delaybridge.connectors import KafkaSettings
+
+
+def sidecar_config(
+    kafka: KafkaSettings, work: Path, delay: str, port: int, **overrides: Any
+) -> dict[str, Any]:
+    """The child's settings: one delay topic and its own group, dead-letter and cancel
+    topics; ``overrides`` are more top-level settings (e.g. ``changelog``)."""
+    return {
+        "kafka": {**kafka.model_dump(), "group_id": f"bench-{delay}", "instance_id": ""},
+        "delay_topics": [delay],
+        "dead_letter_topic": f"{delay}.dlt",
+        "cancel_topic": f"{delay}.cancels",
+        "store": {"data_dir": str(work / "data")},
+        "http": {"port": port},
+        **overrides,
+    }
+
+
+class SidecarProcess:
+    """``delaybridge run`` in a child process; ready when the constructor returns."""
+
+    def __init__(self, kafka: KafkaSettings, work: Path, delay: str, **overrides: Any) -> None:
+        work.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        # YAML is a superset of JSON. The file may hold client secrets: `work` is inside
+        # the benchmark's private temporary directory (mode 0700).
+        path = work / "config.json"
+        path.write_text(json.dumps(sidecar_config(kafka, work, delay, self.port, **overrides)))
+        self.log = (work / "sidecar.log").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "delaybridge", "run", "--config", str(path)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self.peak_anon_mb = 0.0
+        self.peak_file_mb = 0.0
+        self._sampling = True
+        threading.Thread(target=self._sample, daemon=True).start()
+        self.wait_for(lambda: self.get("/readyz") is not None, 90, "sidecar ready")
+
+    def _sample(self) -> None:
+        """Peak anonymous memory vs file-backed pages (the store's mmap'd segments)."""
+        while self._sampling and self.proc.poll() is None:
+            try:
+                status = Path(f"/proc/{self.proc.pid}/status").read_text()
+            except OSError:
+                return
+            for line in status.splitlines():
+                if line.startswith("RssAnon:"):
+                    self.peak_anon_mb = max(self.peak_anon_mb, int(line.split()[1]) / 1024)
+                elif line.startswith("RssFile:"):
+                    self.peak_file_mb = max(self.peak_file_mb, int(line.split()[1]) / 1024)
+            time.sleep(0.05)  # the sampling period
+
+    def get(self, path: str, method: str = "GET") -> Any:
+        """The admin API's JSON answer, or None when the sidecar does not answer (yet)."""
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return json.loads(response.read() or b"null")
+        except (OSError, ValueError):
+            return None
+
+    def stored(self) -> int:
+        """Records stored so far, over every partition (last source offset + 1)."""
+        stats = self.get("/admin/stats") or {}
+        return sum(int(p["last_source_offset"]) + 1 for p in stats.get("partitions", []))
+
+    def peak_rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self._sampling = False
+        self.proc.terminate()
+        self.proc.wait(60)
+        self.log.close()
+
+    def wait_for(self, cond: Callable[[], bool], timeout_s: float, what: str) -> None:
+        """Poll ``cond`` until it holds; fail early if the child exits."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"sidecar exited with {self.proc.returncode}; see {self.log.name}"
+                )
+            if cond():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"timed out waiting for {what}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

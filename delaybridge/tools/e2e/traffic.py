@@ -1,0 +1,87 @@
+"""Bulk traffic for the benchmark: fill a topic fast, count what reached a target topic."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rich.console import Console
+
+from delaybridge.connectors import KafkaClients, headers_of, produce_blocking
+
+#: Every benchmark record's value: 100 bytes, as in the issue's targets.
+VALUE = b"x" * 100
+
+HeadersFor = Callable[[int], list[tuple[str, str | bytes | None]]]
+
+
+def fill(
+    clients: KafkaClients, topic: str, n: int, headers_for: HeadersFor, console: Console
+) -> None:
+    """Produce ``n`` records (key ``str(i)``, headers ``headers_for(i)``) and flush them."""
+    producer = clients.producer(
+        {
+            "linger.ms": 20,
+            "compression.type": "lz4",
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    with console.status(f"producing {n:,} records to {topic}") as status:
+        for i in range(n):
+            produce_blocking(producer, topic, VALUE, str(i).encode(), headers=headers_for(i))
+            if i % 100_000 == 0:
+                status.update(f"producing {n:,} records to {topic}: {i:,}")
+        producer.flush(120)
+
+
+def count_arrivals(
+    clients: KafkaClients,
+    topic: str,
+    n: int,
+    timeout_s: float,
+    lateness: list[int] | None = None,
+) -> tuple[int, float, float]:
+    """Read ``n`` records; returns (seen, first and last record timestamp in seconds).
+
+    With ``lateness``, appends broker timestamp − ``delay-due-ms`` of every record.
+    """
+    consumer = clients.reader()
+    consumer.subscribe([topic])
+    seen = 0
+    first = float("inf")
+    last = 0.0
+    deadline = time.monotonic() + timeout_s
+    try:
+        while seen < n and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, timeout=0.5):
+                if msg.error():
+                    continue
+                seen += 1
+                ts = msg.timestamp()[1] / 1000
+                first = min(first, ts)
+                last = max(last, ts)
+                if lateness is not None:
+                    for name, raw in headers_of(msg):
+                        if name == "delay-due-ms" and raw is not None:
+                            lateness.append(msg.timestamp()[1] - int(raw))
+    finally:
+        consumer.close()
+    return seen, first, last
+
+
+def steady(
+    clients: KafkaClients, topic: str, rate: int, seconds: int, headers_for: HeadersFor
+) -> int:
+    """Produce ``rate`` records a second for ``seconds`` seconds, on schedule; how many."""
+    producer = clients.producer({"linger.ms": 5})
+    n = rate * seconds
+    start = time.monotonic()
+    for i in range(n):
+        wait = start + i / rate - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)  # pacing the producer, not waiting for a condition
+        produce_blocking(producer, topic, VALUE, str(i).encode(), headers=headers_for(i))
+        producer.poll(0)
+    producer.flush(30)
+    return n

@@ -1,0 +1,82 @@
+"""A sidecar on the in-memory fakes, for broker-free tests of the service's logic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from delaybridge.bridge.service import Service
+from delaybridge.bridge.settings import Settings, load
+from delaybridge.connectors import header_text
+from delaybridge.timerlog import ManualClock
+from tests.fakes import FakeClients, FakeCluster, FakeConsumer, FakeProducer
+
+DELAY = "delay"
+ORDERS = "orders"
+DLT = "dlt"
+CANCELS = "cancels"
+
+
+def fake_settings(data_dir: Path, **overrides: Any) -> Settings:
+    base: dict[str, Any] = {
+        "delay_topics": [DELAY],
+        "dead_letter_topic": DLT,
+        "cancel_topic": CANCELS,
+        "store": {"data_dir": str(data_dir), "tick_ms": 100, "wheel_slots": 1024},
+        "shutdown_grace_ms": 200,
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    return load(None, **base)
+
+
+class FakeSidecar:
+    """A :class:`Service` on a fake cluster with a manual clock, driven turn by turn."""
+
+    def __init__(self, data_dir: Path, clock: ManualClock | None = None,
+                 cluster: FakeCluster | None = None, **overrides: Any) -> None:  # fmt: skip
+        self.clock = clock or ManualClock()
+        self.cluster = cluster or FakeCluster(clock=self.clock)
+        self.cluster.create_topic(DELAY, 2)
+        self.cluster.create_topic(ORDERS, 2)
+        self.clients = FakeClients(self.cluster)
+        self.service = Service(fake_settings(data_dir, **overrides), self.clock, self.clients)
+        self.service.start()
+
+    @property
+    def producer(self) -> FakeProducer:
+        return self.clients.producers[0]
+
+    @property
+    def consumer(self) -> FakeConsumer:
+        return self.clients.consumers[0]
+
+    def send(self, headers: list[tuple[str, str]], *, partition: int = 0,
+             key: bytes | None = b"k", value: bytes | None = b"v") -> int:  # fmt: skip
+        """A record in the delay topic, as a producer would write it; returns its offset."""
+        return self.cluster.append(DELAY, partition, key, value, headers)
+
+    def turns(self, n: int = 3, advance_ms: int = 0) -> None:
+        for _ in range(n):
+            self.clock.advance(advance_ms)
+            self.service.turn()
+
+    def checkpoint(self) -> None:
+        self.service.checkpoint()
+
+    def committed(self, partition: int) -> int | None:
+        return self.cluster.committed.get(("delaybridge", DELAY, partition))
+
+    def delivered(self, topic: str = ORDERS) -> list[dict[str, str]]:
+        """Headers (as text) of every record in ``topic``."""
+        return [header_text(m) for m in self.cluster.records(topic)]
+
+    def stop(self) -> None:
+        self.service.shutdown()
+
+
+def schedule(id: str, delay_ms: int, target: str = ORDERS) -> list[tuple[str, str]]:
+    return [("delay-target-topic", target), ("delay-ms", str(delay_ms)), ("delay-id", id)]

@@ -1,0 +1,190 @@
+"""The changelog on the fakes: every store can be rebuilt from Kafka (issue 11).
+
+Replicas here are sidecars with their own data directories on one fake cluster, one
+after the other (the fake group hands every partition to the consumer that subscribes).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from confluent_kafka import Message
+
+from delaybridge.timerlog.changelog_codec import PROGRESS_KEY, parse_key
+from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
+
+CHANGELOG = "delaybridge-delay-changelog"
+
+
+def changelog(side: FakeSidecar) -> list[Message]:
+    """The changelog's message records (progress records left out)."""
+    return [m for m in side.cluster.records(CHANGELOG) if m.key() != PROGRESS_KEY]
+
+
+def pending_ids(side: FakeSidecar) -> set[str]:
+    """Ids of every pending message, read through the admin look-up (one per id)."""
+    found = set()
+    for part in side.service.partitions:
+        for i in range(200):
+            for prefix in ("later", "soon"):
+                rec = part.store.lookup(f"{prefix}{i}")
+                if rec is not None:
+                    found.add(rec.id)
+    return found
+
+
+def test_values_and_tombstones_follow_the_store(tmp_path: Path) -> None:
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("soon0", 100))
+    side.send(schedule("later0", 600_000))
+    side.turns(2)
+    assert changelog(side) == []  # written behind, at the next flush
+    side.checkpoint()
+    keys = [parse_key(m.key(), "t") for m in changelog(side)]
+    assert keys == [(0, 0), (1, 0)]
+    side.turns(3, advance_ms=300)  # "soon0" goes out: its key gets a tombstone
+    last = changelog(side)[-1]
+    assert last.value() is None and parse_key(last.key(), "t") == (0, 0)
+    side.stop()
+
+
+def test_a_message_gone_before_the_next_flush_costs_the_changelog_nothing(
+    tmp_path: Path,
+) -> None:
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("now0", 0))
+    side.send(schedule("later0", 600_000))
+    side.send([("delay-cancel", "later0")], partition=1)
+    side.turns(4, advance_ms=200)  # delivered and cancelled within one flush interval
+    assert [h["delay-id"] for h in side.delivered()] == ["now0"]
+    side.checkpoint()
+    assert changelog(side) == []  # neither values nor tombstones
+    assert side.committed(0) == 2  # and both offsets are safe to commit
+    side.stop()
+
+
+def test_the_offset_commit_waits_for_the_changelog(tmp_path: Path) -> None:
+    side = FakeSidecar(tmp_path)
+    side.turns(1)
+    side.producer.hold_acks = True
+    side.send(schedule("later0", 600_000))
+    side.turns(1)
+    side.checkpoint()
+    assert side.committed(0) is None  # stored and flushed, but not in Kafka yet
+    side.producer.hold_acks = False
+    side.turns(1)
+    side.checkpoint()
+    assert side.committed(0) == 1
+    side.stop()
+
+
+def test_a_replica_that_lost_its_disk_restores_everything_pending(tmp_path: Path) -> None:
+    a = FakeSidecar(tmp_path / "a")
+    for i in range(10):
+        a.send(schedule(f"soon{i}", 100), partition=i % 2)
+    for i in range(50):
+        a.send(schedule(f"later{i}", 600_000), partition=i % 2)
+    a.turns(3)
+    for i in range(5):
+        a.send([("delay-cancel", f"later{i}")], partition=1)
+    a.turns(4, advance_ms=300)  # the ten due soon are delivered, five cancels applied
+    assert len(a.delivered()) == 10
+    a.stop()
+    shutil.rmtree(tmp_path / "a")  # the node and its disk are gone
+
+    b = FakeSidecar(tmp_path / "b", clock=a.clock, cluster=a.cluster)
+    b.turns(4)
+    assert all(p.role.value == "active" for p in b.service.partitions)
+    assert pending_ids(b) == {f"later{i}" for i in range(5, 50)}
+    b.turns(4, advance_ms=300_000)
+    b.turns(4, advance_ms=300_000)
+    ids = [h["delay-id"] for h in b.delivered()]
+    assert sorted(ids) == sorted(
+        [f"soon{i}" for i in range(10)] + [f"later{i}" for i in range(5, 50)]
+    )
+    b.stop()
+
+
+def test_an_interrupted_restore_resumes_where_it_stopped(tmp_path: Path) -> None:
+    a = FakeSidecar(tmp_path / "a")
+    for i in range(150):
+        a.send(schedule(f"later{i}", 600_000))
+    a.turns(3)
+    a.stop()
+    small = {"restore_batch_records": 40}
+    b = FakeSidecar(tmp_path / "b", clock=a.clock, cluster=a.cluster, changelog=small)
+    b.turns(2)  # two slices of 40, then "killed" (its store keeps what it took)
+    part = b.service.partitions.by_key[(DELAY, 0)]
+    assert part.role.value == "restoring"
+    b.service.partitions.close_all()
+    b.consumer.crash()
+    c = FakeSidecar(tmp_path / "b", clock=a.clock, cluster=a.cluster, changelog=small)
+    c.turns(1)  # assigned, and one slice of 40 read
+    part = c.service.partitions.by_key[(DELAY, 0)]
+    task = c.service.partitions.restoring.restorer.tasks[(DELAY, 0)]  # type: ignore[union-attr]
+    assert task.position == 120  # it went on from the mark (80), not from the start
+    c.turns(5)
+    assert part.role.value == "active"
+    assert part.store.stats().pending == 150
+    c.stop()
+
+
+def test_a_partition_coming_back_catches_up_with_what_another_replica_did(
+    tmp_path: Path,
+) -> None:
+    a = FakeSidecar(tmp_path / "a")
+    for i in range(20):
+        a.send(schedule(f"later{i}", 600_000))
+    a.turns(3)
+    a.stop()
+    b = FakeSidecar(tmp_path / "b", clock=a.clock, cluster=a.cluster)
+    b.turns(3)
+    for i in range(5):
+        b.send([("delay-cancel", f"later{i}")], partition=1)
+    for i in range(20, 25):
+        b.send(schedule(f"later{i}", 600_000))
+    b.turns(4)
+    b.stop()
+    back = FakeSidecar(tmp_path / "a", clock=a.clock, cluster=a.cluster)  # its old disk
+    back.turns(4)
+    assert pending_ids(back) == {f"later{i}" for i in range(5, 25)}
+    back.stop()
+
+
+def test_a_parked_retry_is_one_copy_after_a_restore(tmp_path: Path) -> None:
+    a = FakeSidecar(tmp_path / "a", delivery={"missing_topic_retry_ms": 600_000})
+    a.send(schedule("soon0", 100, target="not-yet"))
+    a.turns(4, advance_ms=400)  # fails and is parked: each time a new copy, generation + 1
+    a.checkpoint()
+    keys = [(parse_key(m.key(), "t"), m.value() is None) for m in changelog(a)]
+    # Parked before any copy was written: only the latest copy is.
+    assert len(keys) == 1 and keys[0][0][1] >= 1 and not keys[0][1]
+    a.stop()
+    a.cluster.create_topic("not-yet")
+    b = FakeSidecar(tmp_path / "b", clock=a.clock, cluster=a.cluster)
+    b.turns(6, advance_ms=1_000)
+    assert [h["delay-id"] for h in b.delivered("not-yet")] == ["soon0"]
+    b.stop()
+
+
+def test_a_store_from_before_the_changelog_is_written_to_it_then_restorable(
+    tmp_path: Path,
+) -> None:
+    old = FakeSidecar(tmp_path / "a", changelog={"enabled": False})
+    for i in range(30):
+        old.send(schedule(f"later{i}", 600_000), partition=i % 2)
+    old.turns(3)
+    old.stop()
+    assert CHANGELOG not in old.cluster.topics
+    upgraded = FakeSidecar(tmp_path / "a", clock=old.clock, cluster=old.cluster)
+    upgraded.turns(3)
+    assert len(changelog(upgraded)) == 30
+    upgraded.checkpoint()
+    assert all("changelog_seeding" not in p.store.marks for p in upgraded.service.partitions)
+    upgraded.stop()
+    shutil.rmtree(tmp_path / "a")
+    fresh = FakeSidecar(tmp_path / "b", clock=old.clock, cluster=old.cluster)
+    fresh.turns(4)
+    assert pending_ids(fresh) == {f"later{i}" for i in range(30)}
+    fresh.stop()

@@ -1,0 +1,69 @@
+"""A full disk: ingest pauses and rewinds, delivery goes on, nothing lost, no crash loop.
+
+Before issue 10 an append that failed for want of space raised out of the loop; every
+restart crashed on its first batch before delivering anything, so space was never freed.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Sequence
+from pathlib import Path
+
+from delaybridge.timerlog import TimerRecord, TimerStore
+from delaybridge.timerlog.commit_codec import EncodedBatch
+from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
+
+
+def test_no_space_pauses_ingest_rewinds_and_resumes_when_there_is_room(tmp_path: Path) -> None:
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("early", 100))
+    side.turns(1)
+    part = side.service.partitions.by_key[(DELAY, 0)]
+    real_append = part.store.append
+    failures = {"left": 3}
+
+    def full_disk(records: Sequence[TimerRecord]) -> EncodedBatch:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_append(records)
+
+    part.store.append = full_disk  # type: ignore[method-assign]
+    for i in range(4):
+        side.send(schedule(f"late{i}", 100))
+    side.turns(1)
+    assert side.service.flow.disk_full
+    assert (DELAY, 0) in side.consumer.paused
+    side.turns(2, advance_ms=200)
+    assert [h["delay-id"] for h in side.delivered()] == ["early"]  # delivery goes on
+    for _ in range(6):  # each check finds room, resumes, and the append is tried again
+        side.checkpoint()
+        side.turns(1, advance_ms=200)
+    side.turns(3, advance_ms=200)
+    assert not side.service.flow.disk_full
+    assert [h["delay-id"] for h in side.delivered()] == ["early"] + [f"late{i}" for i in range(4)]
+    assert part.store.stats().appended_total == 5  # each stored exactly once
+    side.stop()
+
+
+def test_a_flush_without_space_keeps_the_offset_and_does_not_crash(tmp_path: Path) -> None:
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("a", 60_000))
+    side.turns(1)
+    part = side.service.partitions.by_key[(DELAY, 0)]
+    real_flush = TimerStore.flush
+
+    def full_disk(self: TimerStore, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    TimerStore.flush = full_disk  # type: ignore[method-assign]
+    try:
+        side.checkpoint()  # no crash; the offset does not move past unflushed data
+        assert side.committed(0) is None
+    finally:
+        TimerStore.flush = real_flush  # type: ignore[method-assign]
+    side.checkpoint()
+    assert side.committed(0) == 1
+    assert part.store.stats().pending == 1
+    side.stop()
