@@ -55,6 +55,7 @@ class CancelFeed:
         self._position_file = None if data_dir is None else data_dir / POSITION_FILE
         self._next: dict[int, int] = {}
         self._saved: dict[int, int] = {}
+        self._rewind_to: dict[int, int] = {}
         self._topic = topic
         self._grace_ms = grace_ms
         self._consumer = consumer
@@ -87,6 +88,7 @@ class CancelFeed:
                 starts[tp.partition] = tp.offset if tp.offset >= 0 else self._end(tp, timeout_s)
         self._consumer.assign([TopicPartition(self._topic, p, o) for p, o in starts.items()])
         self._saved = dict(saved)
+        self._rewind_to = dict(starts)
         self._next = dict(starts)  # saved at the first checkpoint, even before any cancel
         if saved:
             log.info("cancel feed resumes at %s (saved position)", dict(sorted(starts.items())))
@@ -130,8 +132,16 @@ class CancelFeed:
             log.warning("%s unreadable (%s): starting %d ms back", path, exc, self._grace_ms)
             return {}
 
+    def rewind(self) -> None:
+        """Read again from the last saved position (exactly-once mode: the cancels
+        applied since went into an aborted transaction)."""
+        for partition, offset in self._rewind_to.items():
+            self._consumer.seek(TopicPartition(self._topic, partition, offset))
+        self._next = dict(self._rewind_to)
+
     def save(self) -> None:
         """Persist the position (call after the stores the cancels went to are flushed)."""
+        self._rewind_to = self._rewind_to | self._next
         path = self._position_file
         if path is None or self._next == self._saved:
             return

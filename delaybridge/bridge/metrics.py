@@ -119,6 +119,22 @@ class Metrics:
             "Times ingest paused itself because the store or delivery backlog hit its limit.",
             registry=r,
         )
+        self._txn_committed = Counter(
+            "delaybridge_transactions_committed",
+            "Exactly-once mode: transactions committed (one per commit interval with work).",
+            registry=r,
+        )
+        self._txn_aborted = Counter(
+            "delaybridge_transactions_aborted",
+            "Exactly-once mode: transactions aborted (their partitions restarted from the "
+            "last commit).",
+            registry=r,
+        )
+        self._txn_aborts_in_row = Gauge(
+            "delaybridge_transaction_consecutive_aborts",
+            "Exactly-once mode: aborts since the last commit (alert when it keeps growing).",
+            registry=r,
+        )
         for reason in Reason:  # every code visible at 0 from the first scrape
             self._dead_lettered.labels(reason.value)
 
@@ -202,6 +218,14 @@ class Metrics:
 
     def delivery_retried(self, reason: Reason, n: int = 1) -> None:
         self._retries.labels(Reason(reason).value).inc(n)
+
+    def transaction_committed(self) -> None:
+        self._txn_committed.inc()
+        self._txn_aborts_in_row.set(0)
+
+    def transaction_aborted(self, in_row: int) -> None:
+        self._txn_aborted.inc()
+        self._txn_aborts_in_row.set(in_row)
 
     def backpressure_paused(self) -> None:
         self._backpressure_pauses.inc()

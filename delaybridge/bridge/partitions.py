@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from confluent_kafka import KafkaException, TopicPartition
 
@@ -40,6 +41,14 @@ from delaybridge.connectors.edge import ConsumerEdge
 from delaybridge.timerlog import Clock, StoreSettings
 
 log = logging.getLogger(__name__)
+
+
+class TransactionHooks(Protocol):
+    """What a rebalance does to the open transaction (``bridge/exactly_once.py``)."""
+
+    def commit(self, consumer: ConsumerEdge) -> bool: ...
+
+    def abort(self, why: str) -> None: ...
 
 
 class Partitions:
@@ -70,6 +79,8 @@ class Partitions:
         self.by_key: dict[PartKey, PartitionState] = {}
         self.rebalanced = False
         """True once the group assigned us partitions at least once (readiness)."""
+        self.transaction: TransactionHooks | None = None
+        """Exactly-once mode: revoke commits the transaction, lost aborts it."""
 
     def __iter__(self) -> Iterator[PartitionState]:
         return iter(self.by_key.values())
@@ -81,6 +92,40 @@ class Partitions:
 
     def on_assign(self, consumer: ConsumerEdge, partitions: list[TopicPartition]) -> None:
         committed = consumer.committed(partitions, timeout=30) if partitions else []
+        starts, restoring = self._open(consumer, committed)
+        for topic in {tp.topic for tp in partitions}:
+            self._count_partitions(consumer, topic)
+        consumer.incremental_assign(starts)
+        self._flow.on_assigned(starts)
+        if restoring:
+            consumer.pause(restoring)  # resumed once restored (bridge/restoring.py)
+        self.rebalanced = True
+
+    def reopen(self, consumer: ConsumerEdge) -> None:
+        """Exactly-once mode, after an abort: drop every owned partition's store as it
+        is (no flush: it holds the aborted transaction's changes) and open it again
+        from the last commit, as a restart would."""
+        keys = list(self.by_key)
+        for key in keys:
+            self.close(key, abandon=True)
+        if self.feed is not None:
+            self.feed.rewind()  # the aborted transaction's cancels are applied again
+        tps = [TopicPartition(topic, partition) for topic, partition in keys]
+        if not tps:
+            return
+        starts, restoring = self._open(consumer, consumer.committed(tps, timeout=30))
+        for tp in starts:
+            consumer.seek(tp)
+        if not self._flow.ingest_paused:
+            consumer.resume([tp for tp in starts if tp not in restoring])
+        if restoring:
+            consumer.pause(restoring)
+
+    def _open(
+        self, consumer: ConsumerEdge, committed: list[TopicPartition]
+    ) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """Open the stores of ``committed`` (partitions with their committed offsets);
+        returns (where each resumes, those restoring first)."""
         starts = []
         restoring = []
         for tp in committed:
@@ -114,13 +159,7 @@ class Partitions:
                 else "resuming",
                 start,
             )
-        for topic in {tp.topic for tp in partitions}:
-            self._count_partitions(consumer, topic)
-        consumer.incremental_assign(starts)
-        self._flow.on_assigned(starts)
-        if restoring:
-            consumer.pause(restoring)  # resumed once restored (bridge/restoring.py)
-        self.rebalanced = True
+        return starts, restoring
 
     def _count_partitions(self, consumer: ConsumerEdge, topic: str) -> None:
         """Publish the delay topic's partition count (to find partitions nobody owns)."""
@@ -137,6 +176,14 @@ class Partitions:
         for key in keys:
             if key in self.by_key:
                 self.by_key[key].revoking = True
+        if self.transaction is not None:  # exactly-once: commit, then hand over
+            committed = self.transaction.commit(consumer)
+            for key in keys:
+                self.close(key, abandon=not committed)
+            consumer.incremental_unassign(partitions)
+            if not committed:
+                self.reopen(consumer)
+            return
         if self.restoring is not None:  # write-behind values out before the handover
             self.restoring.changelog.write_all([self.by_key[k] for k in keys if k in self.by_key])
         self.drain(keys, time.monotonic() + self._grace_s)
@@ -146,9 +193,14 @@ class Partitions:
         consumer.incremental_unassign(partitions)
 
     def on_lost(self, consumer: ConsumerEdge, partitions: list[TopicPartition]) -> None:
+        aborting = self.transaction is not None
+        if self.transaction is not None:  # its work on them must not commit
+            self.transaction.abort("partitions lost")
         for tp in partitions:
-            self.close((tp.topic, tp.partition))
+            self.close((tp.topic, tp.partition), abandon=aborting)
         consumer.incremental_unassign(partitions)
+        if aborting:
+            self.reopen(consumer)
 
     # -- durability and release -----------------------------------------------------------
 
@@ -201,14 +253,19 @@ class Partitions:
             log.warning("offset commit failed (retried at the next flush): %s", exc)
         return flushed
 
-    def close(self, key: PartKey) -> None:
-        """Close one partition's store (flushed; its offset is the caller's business)."""
+    def close(self, key: PartKey, *, abandon: bool = False) -> None:
+        """Close one partition's store (flushed; its offset is the caller's business);
+        ``abandon``: without a flush, as if the process died (exactly-once aborts)."""
         part = self.by_key.pop(key, None)
         if part is None:
             return
         if self.restoring is not None:
             self.restoring.forget(part)
-        part.close()
+        if abandon:
+            part.pipeline.close()
+            part.store.abandon()
+        else:
+            part.close()
         self._metrics.partitions.forget(part.topic, part.partition)
         log.info("released %s", part.name)
 

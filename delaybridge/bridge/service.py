@@ -43,6 +43,7 @@ from delaybridge.bridge.backoff import RetryQueue
 from delaybridge.bridge.cancel_feed import CancelFeed
 from delaybridge.bridge.cancels import CancelLedger
 from delaybridge.bridge.delivery import Deliverer
+from delaybridge.bridge.exactly_once import ExactlyOnce, eos_parts
 from delaybridge.bridge.flow import FlowControl
 from delaybridge.bridge.ingest import Ingestor
 from delaybridge.bridge.metrics import Metrics
@@ -56,7 +57,6 @@ from delaybridge.bridge.telemetry import Telemetry
 from delaybridge.bridge.tuning import CONSUMER_OVERRIDES, producer_overrides, store_settings_for
 from delaybridge.connectors import KafkaClients, ensure_topics
 from delaybridge.connectors.edge import ClientFactory
-from delaybridge.errors import ConfigError
 from delaybridge.timerlog import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
@@ -76,8 +76,6 @@ class Service:
         clock: Clock = SYSTEM_CLOCK,
         clients: ClientFactory | None = None,
     ) -> None:
-        if settings.delivery.exactly_once:
-            raise ConfigError("delivery.exactly_once=true is not implemented yet; see README")
         s = settings
         self.settings = settings
         self.clock = clock
@@ -90,6 +88,7 @@ class Service:
         on_error = {"error_cb": self._client_error}
         self.outbox = Outbox(self._clients.producer(producer_overrides(s) | on_error))
         self.consumer = self._clients.consumer(CONSUMER_OVERRIDES | on_error)
+        self.transactions, poisoned, guard = eos_parts(s, self.outbox, self.consumer, self.metrics)
         self.flow = FlowControl(
             s.store.max_pending_messages,
             s.max_delivery_backlog,
@@ -125,13 +124,19 @@ class Service:
         if state is not None:
             self.partitions.restoring, self.partitions.standbys = state.restoring, state.standbys
         dlt = s.dead_letter_topic
-        side = SideWriter(self.outbox, self.retries, clock)
+        side = SideWriter(self.outbox, self.retries, clock, poisoned)
         self.ingestor = Ingestor(
             rules, side, dlt, s.cancel_topic, self.tally, clock, self.changelog
         )
         self.deliverer = Deliverer(
-            self.outbox, s.delivery, dlt, clock, self.tally, self.retries, self.changelog
+            self.outbox, s.delivery, dlt, clock, self.tally, self.retries, self.changelog, guard
         )
+        self.exactly_once: ExactlyOnce | None = None
+        if self.transactions is not None and self.changelog is not None:
+            self.exactly_once = ExactlyOnce(
+                self.partitions, self.outbox, self.transactions, self.changelog, self.flow
+            )
+            self.partitions.transaction = self.exactly_once
         self.telemetry = Telemetry(
             self.metrics, self.tally, self.partitions.restoring, self.partitions.standbys
         )
@@ -158,6 +163,8 @@ class Service:
         if on_ready is not None:
             on_ready()
         flush_s = self.settings.store.flush_interval_ms / 1000
+        if self.exactly_once is not None:
+            flush_s = self.settings.delivery.transaction_interval_ms / 1000
         next_flush = time.monotonic()
         try:
             while not self._stop.is_set():
@@ -179,6 +186,8 @@ class Service:
                 s.cancel_topic: {"retention.ms": str(7 * 86_400_000)},
             },
         )
+        if self.transactions is not None:
+            self.transactions.init()  # fences our previous incarnation, aborts its txn
         self.feed.start(self.clock.now_ms(), timeout_s=30)
         p = self.partitions
         self.consumer.subscribe(
@@ -223,11 +232,14 @@ class Service:
 
     def checkpoint(self) -> None:
         """Every flush interval: durability, then metrics and flow control."""
-        if self.changelog is not None:
-            self.changelog.write_all(list(self.partitions))  # write-behind values
-            self.outbox.poll(0)
-        if self.partitions.flush_and_commit(self.consumer):
-            self.feed.save()  # after the stores its cancels went to are flushed
+        if self.exactly_once is not None:
+            self._commit_transaction()
+        else:
+            if self.changelog is not None:
+                self.changelog.write_all(list(self.partitions))  # write-behind values
+                self.outbox.poll(0)
+            if self.partitions.flush_and_commit(self.consumer):
+                self.feed.save()  # after the stores its cancels went to are flushed
         load = self.telemetry.publish(self.partitions, self.consumer, self.outbox.in_flight)
         free = shutil.disk_usage(self.settings.store.data_dir).free
         self.metrics.set_store_free_bytes(free)
@@ -236,6 +248,16 @@ class Service:
         backlog = max(load.backlog, load.queued)
         if self.flow.update(load.pending, backlog, free):
             self.metrics.backpressure_paused()
+
+    def _commit_transaction(self) -> None:
+        """Exactly-once mode's checkpoint (``bridge/exactly_once.py``): commit, or abort
+        and restart every partition from the last commit (backing off when it repeats)."""
+        assert self.exactly_once is not None
+        fatal = self.exactly_once.checkpoint(self.consumer, self._stop.wait)
+        if fatal is not None:
+            log.critical("%s; stopping", fatal)
+            self.control.fail(fatal)
+            self.stop()
 
     def _rewind(self, full: list[TopicPartition]) -> None:
         """Appends failed for want of disk space: read those records again later."""
@@ -286,12 +308,15 @@ class Service:
         assignment = self.consumer.assignment()
         if assignment:
             self.consumer.pause(assignment)
-        if self.changelog is not None:
-            self.changelog.write_all(list(self.partitions))
-        self.partitions.drain(None, deadline)
-        self.outbox.flush(deadline - time.monotonic())
-        if self.partitions.flush_and_commit(self.consumer):
-            self.feed.save()
+        if self.exactly_once is not None:
+            self._commit_transaction()
+        else:
+            if self.changelog is not None:
+                self.changelog.write_all(list(self.partitions))
+            self.partitions.drain(None, deadline)
+            self.outbox.flush(deadline - time.monotonic())
+            if self.partitions.flush_and_commit(self.consumer):
+                self.feed.save()
         self.consumer.close()  # revokes: stores flushed, offsets committed, closed
         self.partitions.close_all()
         self.feed.close()
