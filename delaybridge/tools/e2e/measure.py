@@ -26,9 +26,12 @@ def _topics(clients: KafkaClients, prefix: str, *kinds: str) -> list[str]:
     return names
 
 
-def throughput(console: Console, clients: KafkaClients, work: Path, n: int) -> dict[str, Any]:
+def throughput(
+    console: Console, clients: KafkaClients, work: Path, n: int, exactly_once: bool = False
+) -> dict[str, Any]:
     """N records already due: the sidecar's delivery rate vs the passthrough ceiling, with
-    the changelog on (the default) and off, in the same run on the same data."""
+    the changelog on (the default) and off, in the same run on the same data; with
+    ``exactly_once``, exactly-once mode too, against at-least-once (changelog on)."""
     delay, delay_off, target, target_off, src, dst = _topics(
         clients, "tp", "delay", "delay-nocl", "out", "out-nocl", "src", "dst"
     )
@@ -49,7 +52,19 @@ def throughput(console: Console, clients: KafkaClients, work: Path, n: int) -> d
     on = _sidecar_rate(console, clients, work / "on", delay, target, n, {})
     off = _sidecar_rate(console, clients, work / "off", delay_off, target_off, n, _NO_CHANGELOG)
     ceiling_rate = float(ceiling.get("messages_per_s", 0.0))
-    return {
+    eos: dict[str, Any] = {}
+    if exactly_once:
+        delay_eos, target_eos = _topics(clients, "tp", "delay-eos", "out-eos")
+        fill(clients, delay_eos, n, headers_to(target_eos), console)
+        rate = _sidecar_rate(console, clients, work / "eos", delay_eos, target_eos, n, EOS)
+        eos = {
+            "exactly_once_msgs_per_s": round(rate["rate"]),
+            "exactly_once_vs_at_least_once": round(rate["rate"] / on["rate"], 3)
+            if on["rate"]
+            else None,
+            "exactly_once_peak_rss_mb": round(rate["rss"], 1),
+        }
+    return eos | {
         "messages": n,
         "delivered": on["delivered"],
         "sidecar_msgs_per_s": round(on["rate"]),
@@ -64,6 +79,7 @@ def throughput(console: Console, clients: KafkaClients, work: Path, n: int) -> d
 
 
 _NO_CHANGELOG = {"changelog": {"enabled": False}}
+EOS = {"delivery": {"exactly_once": True}}
 
 
 def _sidecar_rate(
@@ -76,7 +92,8 @@ def _sidecar_rate(
     overrides: dict[str, Any],
 ) -> dict[str, float]:
     """Start a sidecar on ``delay``; time from its first delivery to the n-th ack."""
-    console.print(f"sidecar {'(changelog off) ' if overrides else ''}...")
+    label = {"changelog": "(changelog off) ", "delivery": "(exactly-once) "}
+    console.print(f"sidecar {''.join(label[k] for k in overrides)}...")
     side = SidecarProcess(clients.settings, work, delay, **overrides)
     try:
         seen, first, last = count_arrivals(clients, target, n, timeout_s=900)
@@ -93,11 +110,16 @@ def _sidecar_rate(
 
 
 def lateness(
-    console: Console, clients: KafkaClients, work: Path, rate: int, seconds: int
+    console: Console,
+    clients: KafkaClients,
+    work: Path,
+    rate: int,
+    seconds: int,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A steady stream with 1–5 s delays: how late (or early) each record arrives."""
     delay, target = _topics(clients, "lt", "delay", "out")
-    side = SidecarProcess(clients.settings, work, delay)
+    side = SidecarProcess(clients.settings, work, delay, **(overrides or {}))
     try:
         with console.status(f"steady {rate} msg/s for {seconds} s"):
             n = steady(

@@ -73,12 +73,17 @@ def _run_all(
 ) -> dict[str, Any]:
     only = set(args.only or MEASUREMENTS)
     results: dict[str, Any] = {}
+    eos = bool(getattr(args, "exactly_once", False))
     if "throughput" in only:
-        results["throughput"] = measure.throughput(console, clients, work / "t", args.messages)
+        results["throughput"] = measure.throughput(console, clients, work / "t", args.messages, eos)
     if "lateness" in only:
         results["lateness"] = measure.lateness(
             console, clients, work / "l", args.rate, args.steady_s
         )
+        if eos:
+            results["lateness_exactly_once"] = measure.lateness(
+                console, clients, work / "le", args.rate, args.steady_s, measure.EOS
+            )
     if "tick" in only:
         results["tick"] = measure.one_tick(console, clients, work / "k", args.tick_messages)
     return results
