@@ -215,6 +215,23 @@ class Partitions:
         while busy() and time.monotonic() < deadline_s:
             self._outbox.poll(0.05)
 
+    def commit_at_least_once(self, consumer: ConsumerEdge, deadline_s: float | None = None) -> bool:
+        """The at-least-once checkpoint: changelog values out, reports served (until
+        ``deadline_s`` at shutdown), then :meth:`flush_and_commit`."""
+        if self.restoring is not None:
+            self.restoring.changelog.write_all(list(self.by_key.values()))  # write-behind
+        if deadline_s is None:
+            self._outbox.poll(0)
+        else:
+            self.drain(None, deadline_s)
+            self._outbox.flush(deadline_s - time.monotonic())
+        return self.flush_and_commit(consumer)
+
+    def next_due_ms(self, default_ms: int) -> int:
+        """The earliest next due time of any owned store, or ``default_ms``."""
+        due = [d for p in self.by_key.values() if (d := p.store.next_due_ms()) is not None]
+        return min([default_ms, *due])
+
     def flush_and_commit(
         self, consumer: ConsumerEdge, keys: Iterable[PartKey] | None = None, *, sync: bool = False
     ) -> bool:

@@ -90,19 +90,15 @@ class Service:
         self.consumer = self._clients.consumer(CONSUMER_OVERRIDES | on_error)
         self.transactions, poisoned, guard = eos_parts(s, self.outbox, self.consumer, self.metrics)
         self.flow = FlowControl(
-            s.store.max_pending_messages,
-            s.max_delivery_backlog,
-            s.store.min_free_bytes,
+            s.store.max_pending_messages, s.max_delivery_backlog, s.store.min_free_bytes,
             self._flow_changed,
-        )
+        )  # fmt: skip
         self.flow.attach(self.consumer)
         grace_ms = self.store_settings.cancel_grace_ms
-        feed_consumer = self._clients.consumer(
-            {"group.id": f"{s.kafka.group_id}.cancel-feed"}, group=False
-        )
-        self.feed = CancelFeed(
-            feed_consumer, s.cancel_topic, grace_ms, self.tally, s.store.data_dir
-        )
+        feed_consumer = self._clients.consumer({"group.id": f"{s.kafka.group_id}.cancel-feed"},
+                                               group=False)  # fmt: skip
+        self.feed = CancelFeed(feed_consumer, s.cancel_topic, grace_ms, self.tally,
+                               s.store.data_dir)  # fmt: skip
         self.admin = self._clients.admin()
         state = kafka_state.build(
             s, self._clients, self.outbox, self.retries, clock, self.admin, self.flow,
@@ -112,14 +108,9 @@ class Service:
         removed = self.changelog.removed_by_store if self.changelog is not None else None
         self.ledger = CancelLedger(grace_ms, self.tally, on_removed=removed)
         self.partitions = Partitions(
-            s.store.data_dir,
-            self.store_settings,
-            clock,
-            self.outbox,
-            self.metrics,
-            self.flow,
+            s.store.data_dir, self.store_settings, clock, self.outbox, self.metrics, self.flow,
             s.shutdown_grace_ms / 1000,
-        )
+        )  # fmt: skip
         self.partitions.feed = self.feed
         if state is not None:
             self.partitions.restoring, self.partitions.standbys = state.restoring, state.standbys
@@ -141,15 +132,13 @@ class Service:
             self.metrics, self.tally, self.partitions.restoring, self.partitions.standbys
         )
         self.control = AdminControl(
-            s.kafka.group_id,
-            s.cancel_topic,
-            self.partitions,
-            self.ledger,
-            self.outbox,
-            self.flow,
-            clock,
-        )
+            s.kafka.group_id, s.cancel_topic, self.partitions, self.ledger, self.outbox,
+            self.flow, clock,
+        )  # fmt: skip
         self._stop = threading.Event()
+        self._checkpoint_ms = (
+            s.delivery.transaction_interval_ms if self.exactly_once else s.store.flush_interval_ms
+        )
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -162,9 +151,7 @@ class Service:
         self.start()
         if on_ready is not None:
             on_ready()
-        flush_s = self.settings.store.flush_interval_ms / 1000
-        if self.exactly_once is not None:
-            flush_s = self.settings.delivery.transaction_interval_ms / 1000
+        flush_s = self._checkpoint_ms / 1000
         next_flush = time.monotonic()
         try:
             while not self._stop.is_set():
@@ -234,12 +221,8 @@ class Service:
         """Every flush interval: durability, then metrics and flow control."""
         if self.exactly_once is not None:
             self._commit_transaction()
-        else:
-            if self.changelog is not None:
-                self.changelog.write_all(list(self.partitions))  # write-behind values
-                self.outbox.poll(0)
-            if self.partitions.flush_and_commit(self.consumer):
-                self.feed.save()  # after the stores its cancels went to are flushed
+        elif self.partitions.commit_at_least_once(self.consumer):
+            self.feed.save()  # after the stores its cancels went to are flushed
         load = self.telemetry.publish(self.partitions, self.consumer, self.outbox.in_flight)
         free = shutil.disk_usage(self.settings.store.data_dir).free
         self.metrics.set_store_free_bytes(free)
@@ -290,15 +273,11 @@ class Service:
         if self.outbox.in_flight or any(p.pipeline.held for p in self.partitions):
             return 0.005
         now = self.clock.now_ms()
-        wake = now + self.settings.store.tick_ms
-        for part in self.partitions:
-            due = part.store.next_due_ms()
-            if due is not None:
-                wake = min(wake, due)
+        wake = self.partitions.next_due_ms(now + self.settings.store.tick_ms)
         retry = self.retries.next_ms()
         if retry is not None:
             wake = min(wake, retry)
-        return max(0.0, min(wake - now, self.settings.store.flush_interval_ms) / 1000)
+        return max(0.0, min(wake - now, self._checkpoint_ms) / 1000)
 
     def shutdown(self) -> None:
         """Drain in-flight deliveries (bounded by the grace), flush, commit, close."""
@@ -310,13 +289,8 @@ class Service:
             self.consumer.pause(assignment)
         if self.exactly_once is not None:
             self._commit_transaction()
-        else:
-            if self.changelog is not None:
-                self.changelog.write_all(list(self.partitions))
-            self.partitions.drain(None, deadline)
-            self.outbox.flush(deadline - time.monotonic())
-            if self.partitions.flush_and_commit(self.consumer):
-                self.feed.save()
+        elif self.partitions.commit_at_least_once(self.consumer, deadline):
+            self.feed.save()
         self.consumer.close()  # revokes: stores flushed, offsets committed, closed
         self.partitions.close_all()
         self.feed.close()
