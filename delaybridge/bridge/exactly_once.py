@@ -5,8 +5,9 @@ cover (``Partitions.flush_and_commit``). Exactly-once mode inverts it: Kafka is 
 truth and the local store a cache of it. Every ``delivery.transaction_interval_ms``
 (:meth:`ExactlyOnce.commit`; the numbered protocol is in docs/architecture.md):
 
-1. write the changelog values held back since the last commit and each partition's
-   progress record;
+1. write the changelog values held back since the last commit and, when the
+   transaction has other work, each partition's progress record (an idle replica
+   commits nothing);
 2. serve every delivery report (a tombstone produced from a report is served too);
    a failed record has doomed the transaction;
 3. send the delay-topic positions (everything handled, minus side writes not yet
@@ -76,9 +77,10 @@ class ExactlyOnce:
         parts = list(self._partitions)
         changelog = self._changelog
         changelog.write_all(parts)  # 1
-        for part in parts:
-            if part.role is Role.ACTIVE:
-                changelog.progress(part)
+        if txns.open:  # progress only with other work: an idle replica commits nothing
+            for part in parts:
+                if part.role is Role.ACTIVE:
+                    changelog.progress(part)
         deadline = time.monotonic() + REPORTS_TIMEOUT_S  # 2
         while self._outbox.in_flight and time.monotonic() < deadline:
             self._outbox.flush(min(1.0, deadline - time.monotonic()))

@@ -91,6 +91,8 @@ class Partitions:
     # -- rebalance callbacks (inside consume(), on the owner thread) ---------------------
 
     def on_assign(self, consumer: ConsumerEdge, partitions: list[TopicPartition]) -> None:
+        if self.transaction is not None and not self.transaction.commit(consumer):
+            self.reopen(consumer)  # commit first: opening big stores may outlast the txn
         committed = consumer.committed(partitions, timeout=30) if partitions else []
         starts, restoring = self._open(consumer, committed)
         for topic in {tp.topic for tp in partitions}:
@@ -278,11 +280,8 @@ class Partitions:
             return
         if self.restoring is not None:
             self.restoring.forget(part)
-        if abandon:
-            part.pipeline.close()
-            part.store.abandon()
-        else:
-            part.close()
+        part.pipeline.close()
+        (part.store.abandon if abandon else part.store.close)()
         self._metrics.partitions.forget(part.topic, part.partition)
         log.info("released %s", part.name)
 

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from delaybridge.connectors import KafkaClients, ensure_topics
 from delaybridge.tools.e2e.sidecar import SidecarProcess
-from delaybridge.tools.e2e.traffic import count_arrivals, fill, steady
+from delaybridge.tools.e2e.traffic import LiveArrivals, count_arrivals, fill, steady
 from delaybridge.tools.passthrough import run_passthrough
 
 
@@ -121,6 +121,7 @@ def lateness(
     delay, target = _topics(clients, "lt", "delay", "out")
     side = SidecarProcess(clients.settings, work, delay, **(overrides or {}))
     try:
+        arrivals = LiveArrivals(clients, target)
         with console.status(f"steady {rate} msg/s for {seconds} s"):
             n = steady(
                 clients,
@@ -132,15 +133,15 @@ def lateness(
                     ("delay-ms", str(1000 + (i * 7919) % 4000)),
                 ],
             )
-        late: list[int] = []
-        seen, _, _ = count_arrivals(clients, target, n, timeout_s=60, lateness=late)
+        seen = arrivals.finish(n, timeout_s=60)
         rss = side.peak_rss_mb()
     finally:
         side.stop()
-    late.sort()
+    late = sorted(arrivals.stamped)
+    visible = sorted(arrivals.visible)
 
-    def pct(p: float) -> int:
-        return late[min(len(late) - 1, int(p * len(late)))] if late else -1
+    def pct(p: float, values: list[int] = late) -> int:
+        return values[min(len(values) - 1, int(p * len(values)))] if values else -1
 
     return {
         "rate_msgs_per_s": rate,
@@ -150,6 +151,8 @@ def lateness(
         "lateness_p50_ms": pct(0.50),
         "lateness_p99_ms": pct(0.99),
         "lateness_max_ms": late[-1] if late else -1,
+        "visible_lateness_p50_ms": pct(0.50, visible),
+        "visible_lateness_p99_ms": pct(0.99, visible),
         "early": sum(1 for x in late if x < 0),
         "tick_ms": 100,
         "sidecar_peak_rss_mb": round(rss, 1),
