@@ -5,20 +5,18 @@ checked for what the chart promises (volume per replica, probes, static membersh
 drain time, secrets kept out of the ConfigMap), the ConfigMap is loaded by the
 sidecar's own settings loader, and scripts/check-chart validates every manifest with
 kubeconform against Kubernetes' schemas. helm missing is a failure, not a skip:
-``scripts/install-helm`` builds it.
+``scripts/install-helm`` builds it. That `config` mirrors the sidecar's settings (keys,
+bounds, defaults) needs no helm: tests/unit/bridge/test_settings_chart.py.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from pydantic import BaseModel
 
 from delaybridge.bridge.settings import Settings, load
 from delaybridge.cli import build_parser
@@ -38,9 +36,6 @@ from tests.integration.chart_config import (
 
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 INVALID_VALUES = sorted((CHART / "ci" / "invalid").glob("*.yaml"))
-# Settings the chart sets itself (volume path, listen address, pod name, token) instead
-# of taking them from `config`.
-CHART_OWNED = {"store.data_dir", "http.host", "http.admin_token", "kafka.instance_id"}
 
 
 @pytest.fixture(scope="module")
@@ -223,42 +218,6 @@ def test_config_change_rolls_the_pods(helm: str) -> None:
 
     assert checksum() == checksum()
     assert checksum() != checksum("--set", "config.store.tick_ms=50")
-
-
-def _setting_paths(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            yield from _setting_paths(annotation, f"{prefix}{name}.")
-        else:
-            yield f"{prefix}{name}"
-
-
-def _schema_paths(schema: dict[str, Any], prefix: str = "") -> Iterator[str]:
-    for name, sub in schema.get("properties", {}).items():
-        if sub.get("type") == "object" and "properties" in sub:
-            yield from _schema_paths(sub, f"{prefix}{name}.")
-        else:
-            yield f"{prefix}{name}"
-
-
-def test_values_schema_covers_every_sidecar_setting() -> None:
-    """`config` mirrors the sidecar's settings: a new setting must reach the chart."""
-    schema = yaml.safe_load((CHART / "values.schema.json").read_text(encoding="utf-8"))
-    in_schema = set(_schema_paths(schema["properties"]["config"]))
-    in_settings = set(_setting_paths(Settings)) - CHART_OWNED
-    assert in_settings - in_schema == set(), "settings missing from values.schema.json"
-    assert in_schema - in_settings == set(), "values.schema.json has keys the sidecar rejects"
-    values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
-    assert set(_value_paths(values["config"])) <= in_schema
-
-
-def _value_paths(tree: dict[str, Any], prefix: str = "") -> Iterator[str]:
-    for name, value in tree.items():
-        if isinstance(value, dict) and value and name not in ("client", "routes"):
-            yield from _value_paths(value, f"{prefix}{name}.")
-        else:
-            yield f"{prefix}{name}"
 
 
 @pytest.mark.parametrize("values", INVALID_VALUES, ids=lambda p: p.name)
