@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from delaybridge.bridge.settings import Settings, load
+from delaybridge.bridge.settings import ChangelogSettings, Settings, load
 from delaybridge.cli import build_parser
 from delaybridge.spark.cli import settings_from_args
 from tests.integration.chart_config import (
@@ -218,6 +218,59 @@ def test_config_change_rolls_the_pods(helm: str) -> None:
 
     assert checksum() == checksum()
     assert checksum() != checksum("--set", "config.store.tick_ms=50")
+
+
+def test_persistence_off_puts_the_stores_on_an_emptydir(helm: str) -> None:
+    emptydir = ("-f", str(CHART / "ci" / "emptydir-values.yaml"))
+    spec = one(render(helm, *emptydir), "StatefulSet")["spec"]
+    assert not {"volumeClaimTemplates", "persistentVolumeClaimRetentionPolicy"} & spec.keys()
+    volumes = {v["name"]: v for v in spec["template"]["spec"]["volumes"]}
+    assert volumes["data"] == {"name": "data", "emptyDir": {"sizeLimit": "4Gi"}}
+    container = spec["template"]["spec"]["containers"][0]
+    assert {"name": "data", "mountPath": "/var/lib/delaybridge"} in container["volumeMounts"]
+    sts = one(render(helm, *emptydir, "--set", "persistence.emptyDir.sizeLimit="), "StatefulSet")
+    assert {"name": "data", "emptyDir": {}} in sts["spec"]["template"]["spec"]["volumes"]
+
+
+@pytest.mark.parametrize(
+    "changelog_off",
+    [
+        ("--set", "config.changelog.enabled=false"),
+        ("--set", "extraEnv[0].name=DELAYBRIDGE_CHANGELOG__ENABLED",
+         "--set-string", "extraEnv[0].value=off"),
+    ],
+    ids=["config", "extraEnv"],
+)  # fmt: skip
+def test_emptydir_is_refused_with_the_changelog_off(
+    helm: str, changelog_off: tuple[str, ...]
+) -> None:
+    """An emptyDir would then hold the only copy of the pending messages."""
+    base = ("template", "rel", str(CHART), "--set", "config.kafka.bootstrap_servers=k:9092")
+    done = run_helm(helm, *base, "--set", "persistence.enabled=false", *changelog_off)
+    assert done.returncode != 0, "persistence.enabled=false accepted with the changelog off"
+    assert "persistence.enabled=false puts each replica's stores on an emptyDir" in done.stderr
+    assert "turn the changelog on or keep persistence.enabled=true" in done.stderr
+    with_claims = render(helm, *base[3:], *changelog_off)
+    assert "volumeClaimTemplates" in one(with_claims, "StatefulSet")["spec"]
+
+
+def test_changelog_settings_reach_the_sidecar(
+    helm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    default = render(helm, "--set", "config.kafka.bootstrap_servers=k:9092")
+    assert load_rendered_config(default, tmp_path, monkeypatch).changelog == ChangelogSettings()
+    manifests = render(
+        helm,
+        "-f", str(CHART / "ci" / "emptydir-values.yaml"),
+        "--set", "config.changelog.topic_template=state-{topic}",
+        "--set-json", "config.changelog.min_cleanable_dirty_ratio=0.25",
+    )  # fmt: skip
+    changelog = load_rendered_config(manifests, tmp_path, monkeypatch).changelog
+    assert changelog == ChangelogSettings(
+        topic_template="state-{topic}", standby_replicas=1, restore_batch_records=20_000,
+        min_cleanable_dirty_ratio=0.25,
+    )  # fmt: skip
+    assert changelog.topic_for("delaybridge", "delay") == "state-delay"
 
 
 @pytest.mark.parametrize("values", INVALID_VALUES, ids=lambda p: p.name)
