@@ -2,6 +2,8 @@
 
 Each creates its own topics (names carry a timestamp, so runs never share data), starts
 its own sidecar child and returns a flat dict of numbers for the JSON and the table.
+Throughput and lateness run twice, with the changelog on (the default) and off, so the
+changelog's cost is measured in the same run (keys ending ``_no_changelog``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from delaybridge.connectors import KafkaClients, ensure_topics
 from delaybridge.tools.e2e.sidecar import SidecarProcess
 from delaybridge.tools.e2e.traffic import LiveArrivals, count_arrivals, fill, steady
 from delaybridge.tools.passthrough import run_passthrough
+
+#: The sidecar's default tick, which the benchmark's children run with.
+TICK_MS = 100
 
 
 def _topics(clients: KafkaClients, prefix: str, *kinds: str) -> list[str]:
@@ -115,14 +120,43 @@ def lateness(
     work: Path,
     rate: int,
     seconds: int,
-    overrides: dict[str, Any] | None = None,
+    exactly_once: bool = False,
 ) -> dict[str, Any]:
-    """A steady stream with 1–5 s delays: how late (or early) each record arrives."""
+    """A steady stream with 1–5 s delays: how late (or early) each record arrives, with
+    the changelog on (the default) and off, one after the other in the same run; with
+    ``exactly_once``, exactly-once mode too (keys ending ``_exactly_once``)."""
+    on = _steady_lateness(console, clients, work / "on", rate, seconds, {})
+    off = _steady_lateness(console, clients, work / "off", rate, seconds, _NO_CHANGELOG)
+    eos: dict[str, Any] = {}
+    if exactly_once:
+        eos = _steady_lateness(console, clients, work / "eos", rate, seconds, EOS)
+        eos["lateness_p99_target_ms"] = TICK_MS + 150
+    return {
+        "rate_msgs_per_s": rate,
+        "seconds": seconds,
+        **on,
+        **{f"{key}_no_changelog": value for key, value in off.items()},
+        **{f"{key}_exactly_once": value for key, value in eos.items()},
+        "tick_ms": TICK_MS,
+        "lateness_p99_target_ms": TICK_MS + 50,
+    }
+
+
+def _steady_lateness(
+    console: Console,
+    clients: KafkaClients,
+    work: Path,
+    rate: int,
+    seconds: int,
+    overrides: dict[str, Any],
+) -> dict[str, Any]:
     delay, target = _topics(clients, "lt", "delay", "out")
-    side = SidecarProcess(clients.settings, work, delay, **(overrides or {}))
+    side = SidecarProcess(clients.settings, work, delay, **overrides)
+    label = {"changelog": " (changelog off)", "delivery": " (exactly-once)"}
     try:
         arrivals = LiveArrivals(clients, target)
-        with console.status(f"steady {rate} msg/s for {seconds} s"):
+        status = f"steady {rate} msg/s for {seconds} s{''.join(label[k] for k in overrides)}"
+        with console.status(status):
             n = steady(
                 clients,
                 delay,
@@ -144,8 +178,6 @@ def lateness(
         return values[min(len(values) - 1, int(p * len(values)))] if values else -1
 
     return {
-        "rate_msgs_per_s": rate,
-        "seconds": seconds,
         "sent": n,
         "delivered": seen,
         "lateness_p50_ms": pct(0.50),
@@ -154,7 +186,6 @@ def lateness(
         "visible_lateness_p50_ms": pct(0.50, visible),
         "visible_lateness_p99_ms": pct(0.99, visible),
         "early": sum(1 for x in late if x < 0),
-        "tick_ms": 100,
         "sidecar_peak_rss_mb": round(rss, 1),
     }
 

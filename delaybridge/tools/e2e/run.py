@@ -78,12 +78,8 @@ def _run_all(
         results["throughput"] = measure.throughput(console, clients, work / "t", args.messages, eos)
     if "lateness" in only:
         results["lateness"] = measure.lateness(
-            console, clients, work / "l", args.rate, args.steady_s
+            console, clients, work / "l", args.rate, args.steady_s, eos
         )
-        if eos:
-            results["lateness_exactly_once"] = measure.lateness(
-                console, clients, work / "le", args.rate, args.steady_s, measure.EOS
-            )
     if "tick" in only:
         results["tick"] = measure.one_tick(console, clients, work / "k", args.tick_messages)
     return results
