@@ -2,10 +2,8 @@
 
 At-least-once mode flushes the stores and then commits the delay-topic offsets they
 cover (``Partitions.flush_and_commit``). Exactly-once mode inverts it: Kafka is the
-truth and the local store a cache of it. Every ``delivery.transaction_interval_ms``, and
-as soon as a burst of deliveries is acknowledged (:meth:`ExactlyOnce.burst_out`: their
-consumers see them only at the commit), :meth:`ExactlyOnce.commit` runs the protocol
-(numbered in docs/architecture.md too):
+truth and the local store a cache of it. Every ``delivery.transaction_interval_ms``
+(:meth:`ExactlyOnce.commit`; the numbered protocol is in docs/architecture.md):
 
 1. write the changelog values held back since the last commit and, when the
    transaction has other work, each partition's progress record (an idle replica
@@ -50,8 +48,6 @@ from delaybridge.connectors.edge import ConsumerEdge
 log = logging.getLogger(__name__)
 #: How long step 2 waits for delivery reports before it gives the transaction up.
 REPORTS_TIMEOUT_S = 30.0
-#: The shortest time between two commits triggered by deliveries going out.
-MIN_COMMIT_S = 0.05
 
 
 class ExactlyOnce:
@@ -71,14 +67,11 @@ class ExactlyOnce:
         self._changelog = changelog
         self._flow = flow
         self._committed: list[TopicPartition] = []
-        self.delivered = False
-        """Deliveries were produced since the last commit (set by the service loop)."""
 
     def commit(self, consumer: ConsumerEdge) -> bool:
         """Steps 1-4; False when the transaction was aborted instead (the caller runs
         :meth:`restart`, or drops the partitions it was handing over)."""
         txns = self.transactions
-        self.delivered = False
         if txns.fatal is not None:
             return False
         parts = list(self._partitions)
@@ -122,17 +115,6 @@ class ExactlyOnce:
 
     def abort(self, why: str) -> None:
         self.transactions.abort(why)
-
-    def burst_out(self, since_commit_s: float) -> bool:
-        """Commit now, before the interval ends? Yes once a burst of deliveries is all
-        acknowledged (their consumers see them only at the commit), at most every
-        :data:`MIN_COMMIT_S`: lateness then counts a commit, not half an interval."""
-        return (
-            self.delivered
-            and since_commit_s >= MIN_COMMIT_S
-            and not self._outbox.in_flight
-            and not any(p.pipeline.held for p in self._partitions)
-        )
 
     def checkpoint(self, consumer: ConsumerEdge, wait: Callable[[float], object]) -> str | None:
         """Commit, or abort and :meth:`restart` (after ``wait``-ing a backoff when aborts

@@ -151,13 +151,12 @@ class Service:
         self.start()
         if on_ready is not None:
             on_ready()
-        flush_s, eos = self._checkpoint_ms / 1000, self.exactly_once
+        flush_s = self._checkpoint_ms / 1000
         next_flush = time.monotonic()
         try:
             while not self._stop.is_set():
                 self.turn()
-                now = time.monotonic()
-                if now >= next_flush or (eos and eos.burst_out(now - next_flush + flush_s)):
+                if time.monotonic() >= next_flush:
                     self.checkpoint()
                     next_flush = time.monotonic() + flush_s
         finally:
@@ -214,9 +213,8 @@ class Service:
             owned = set(self.partitions.by_key)
             standbys.step(self.consumer, owned, self.settings.store.data_dir, batch)
         self.retries.run_due(now_ms)
-        produced = 0 if self.flow.delivery_paused else self.deliverer.pump(self.partitions)
-        if produced and self.exactly_once is not None:
-            self.exactly_once.delivered = True
+        if not self.flow.delivery_paused:
+            self.deliverer.pump(self.partitions)
         self.outbox.poll(0)  # 6
 
     def checkpoint(self) -> None:
@@ -251,11 +249,14 @@ class Service:
         self.flow.set_disk_full(True)
 
     def _client_error(self, err: RdKafkaError) -> None:
-        """librdkafka's error callback (inside poll/consume, on the owner thread). Most
-        errors are transient and librdkafka recovers; a *fatal* one (e.g. the idempotent
-        producer's sequence broken) means the client can never work again: the sidecar
-        reports unhealthy and stops, so the orchestrator restarts it with fresh clients
-        (nothing is committed past what is durable)."""
+        """librdkafka's error callback (runs inside poll/consume, on the owner thread).
+
+        Most errors are transient (a broker restarting) and librdkafka recovers by
+        itself; a *fatal* one (e.g. the idempotent producer's sequence broken) means the
+        client can never work again: the sidecar reports unhealthy and stops, so the
+        orchestrator restarts it with fresh clients (at-least-once holds: nothing is
+        committed past what is durable).
+        """
         if err.fatal():
             log.critical("fatal Kafka client error, stopping: %s [%s]", err.str(), err.name())
             self.control.fail(f"fatal Kafka client error: {err.str()} [{err.name()}]")
