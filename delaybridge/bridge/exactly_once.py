@@ -116,6 +116,10 @@ class ExactlyOnce:
     def abort(self, why: str) -> None:
         self.transactions.abort(why)
 
+    @property
+    def alive(self) -> bool:
+        return self.transactions.fatal is None
+
     def checkpoint(self, consumer: ConsumerEdge, wait: Callable[[float], object]) -> str | None:
         """Commit, or abort and :meth:`restart` (after ``wait``-ing a backoff when aborts
         repeat). Returns why the producer can never commit again, or None."""

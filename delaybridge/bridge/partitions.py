@@ -50,6 +50,9 @@ class TransactionHooks(Protocol):
 
     def abort(self, why: str) -> None: ...
 
+    @property
+    def alive(self) -> bool: ...  # False once the producer failed fatally
+
 
 class Partitions:
     """The assigned partitions and their life cycle (see the module docstring)."""
@@ -183,7 +186,7 @@ class Partitions:
             for key in keys:
                 self.close(key, abandon=not committed)
             consumer.incremental_unassign(partitions)
-            if not committed:
+            if not committed and self.transaction.alive:
                 self.reopen(consumer)
             return
         if self.restoring is not None:  # write-behind values out before the handover
@@ -195,13 +198,12 @@ class Partitions:
         consumer.incremental_unassign(partitions)
 
     def on_lost(self, consumer: ConsumerEdge, partitions: list[TopicPartition]) -> None:
-        aborting = self.transaction is not None
         if self.transaction is not None:  # its work on them must not commit
             self.transaction.abort("partitions lost")
         for tp in partitions:
-            self.close((tp.topic, tp.partition), abandon=aborting)
+            self.close((tp.topic, tp.partition), abandon=self.transaction is not None)
         consumer.incremental_unassign(partitions)
-        if aborting:
+        if self.transaction is not None and self.transaction.alive:
             self.reopen(consumer)
 
     # -- durability and release -----------------------------------------------------------

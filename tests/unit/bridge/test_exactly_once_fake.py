@@ -172,6 +172,8 @@ def test_a_fenced_producer_stops_the_sidecar(tmp_path: Path) -> None:
     side.checkpoint()
     assert side.service.control.failure is not None and "fenced" in side.service.control.failure
     assert ids(side) == Counter()
+    side.stop()  # the shutdown that follows completes: no commit, every store closed
+    assert len(side.service.partitions) == 0 and ids(side) == Counter()
 
 
 def test_a_rebalance_commits_before_the_handover(tmp_path: Path) -> None:
