@@ -33,14 +33,12 @@ from collections.abc import Callable
 
 from confluent_kafka import TopicPartition
 
-from delaybridge.bridge.changelog import SEEDING_MARK, Changelog
-from delaybridge.bridge.flow import FlowControl
+from delaybridge.bridge.changelog import Changelog
 from delaybridge.bridge.metrics import Metrics
 from delaybridge.bridge.outbox import Outbox
-from delaybridge.bridge.partition import NO_SPACE, Role
+from delaybridge.bridge.partition import Role
 from delaybridge.bridge.partitions import Partitions
 from delaybridge.bridge.poison import ExactlyOnceGuard, Poisoned, TargetCheck
-from delaybridge.bridge.restore import MARK
 from delaybridge.bridge.settings import Settings
 from delaybridge.bridge.transactions import TransactionFatal, Transactions
 from delaybridge.connectors.edge import ConsumerEdge
@@ -59,13 +57,11 @@ class ExactlyOnce:
         outbox: Outbox,
         transactions: Transactions,
         changelog: Changelog,
-        flow: FlowControl,
     ) -> None:
         self._partitions = partitions
         self._outbox = outbox
         self.transactions = transactions
         self._changelog = changelog
-        self._flow = flow
         self._committed: list[TopicPartition] = []
 
     def commit(self, consumer: ConsumerEdge) -> bool:
@@ -94,21 +90,9 @@ class ExactlyOnce:
         if not txns.commit(positions, consumer.consumer_group_metadata()):
             return False
         self._committed = positions
-        for part in parts:  # 4
-            if part.role is Role.ACTIVE and SEEDING_MARK not in part.store.marks:
-                position = changelog.position(part)
-                if position is not None:
-                    part.store.marks[MARK] = position
-            try:
-                part.flush()
-            except OSError as exc:
-                if exc.errno not in NO_SPACE:
-                    raise
-                # Safe: the next commit flushes again, a crash first catches up.
-                log.warning("%s: cannot flush, no space left (%s)", part.name, exc)
-                self._flow.set_disk_full(True)
-                continue
-            part.offsets.take_commit()
+        for part in parts:  # 4 (no space: the next commit flushes again)
+            if self._partitions.flush_one(part):
+                part.offsets.take_commit()
         if self._partitions.feed is not None:
             self._partitions.feed.save()
         return True

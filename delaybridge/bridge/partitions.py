@@ -99,7 +99,7 @@ class Partitions:
         committed = consumer.committed(partitions, timeout=30) if partitions else []
         starts, restoring = self._open(consumer, committed)
         for topic in {tp.topic for tp in partitions}:
-            self._count_partitions(consumer, topic)
+            self._metrics.partitions.count_delay_topic(consumer, topic)
         consumer.incremental_assign(starts)
         self._flow.on_assigned(starts)
         if restoring:
@@ -165,16 +165,6 @@ class Partitions:
                 start,
             )
         return starts, restoring
-
-    def _count_partitions(self, consumer: ConsumerEdge, topic: str) -> None:
-        """Publish the delay topic's partition count (to find partitions nobody owns)."""
-        try:
-            found = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        except KafkaException as exc:
-            log.warning("partition count of %r unknown: %s", topic, exc)
-            return
-        if found is not None and found.partitions:
-            self._metrics.partitions.set_delay_topic_partitions(topic, len(found.partitions))
 
     def on_revoke(self, consumer: ConsumerEdge, partitions: list[TopicPartition]) -> None:
         keys = [(tp.topic, tp.partition) for tp in partitions]
@@ -245,19 +235,8 @@ class Partitions:
         flushed = True
         for part in self._select(keys)():
             if self.restoring is not None and part.role is Role.ACTIVE:
-                changelog = self.restoring.changelog
-                changelog.progress(part)
-                position = changelog.position(part)
-                if position is not None and SEEDING_MARK not in part.store.marks:
-                    part.store.marks[MARK] = position
-            try:
-                part.flush()
-            except OSError as exc:
-                if exc.errno not in NO_SPACE:
-                    raise
-                # Its offset stays where the last flush left it; the next flush retries.
-                log.warning("%s: cannot flush, no space left (%s)", part.name, exc)
-                self._flow.set_disk_full(True)
+                self.restoring.changelog.progress(part)
+            if not self.flush_one(part):
                 flushed = False
                 continue
             position = part.offsets.take_commit()
@@ -273,6 +252,24 @@ class Partitions:
         except KafkaException as exc:
             log.warning("offset commit failed (retried at the next flush): %s", exc)
         return flushed
+
+    def flush_one(self, part: PartitionState) -> bool:
+        """Flush ``part``'s store with the changelog offset it now covers (mark
+        ``changelog``); False when there is no space: its offset stays where the last
+        flush left it, the next flush retries."""
+        if self.restoring is not None and part.role is Role.ACTIVE:
+            position = self.restoring.changelog.position(part)
+            if position is not None and SEEDING_MARK not in part.store.marks:
+                part.store.marks[MARK] = position
+        try:
+            part.flush()
+        except OSError as exc:
+            if exc.errno not in NO_SPACE:
+                raise
+            log.warning("%s: cannot flush, no space left (%s)", part.name, exc)
+            self._flow.set_disk_full(True)
+            return False
+        return True
 
     def close(self, key: PartKey, *, abandon: bool = False) -> None:
         """Close one partition's store (flushed; its offset is the caller's business);

@@ -125,7 +125,7 @@ class Service:
         self.exactly_once: ExactlyOnce | None = None
         if self.transactions is not None and self.changelog is not None:
             self.exactly_once = ExactlyOnce(
-                self.partitions, self.outbox, self.transactions, self.changelog, self.flow
+                self.partitions, self.outbox, self.transactions, self.changelog
             )
             self.partitions.transaction = self.exactly_once
         self.telemetry = Telemetry(
