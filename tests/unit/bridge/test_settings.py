@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from delaybridge.bridge.settings import is_loopback, load
+from delaybridge.bridge.tuning import store_settings_for
 from delaybridge.errors import ConfigError
 
 
@@ -62,3 +63,12 @@ def test_one_loopback_rule_for_settings_and_server(host: str, loopback: bool) ->
     else:
         with pytest.raises(ConfigError, match="admin_token"):
             load(None, http={"host": host})
+
+
+def test_cancel_grace_reaches_the_stores_and_the_feed() -> None:
+    """``store.cancel_grace_ms`` was fixed at the store's 60 s: a test of a replica down
+    for twice the grace (issue 10) had to wait minutes, and operators could not tune it."""
+    assert store_settings_for(load(None)).cancel_grace_ms == 60_000
+    assert store_settings_for(load(None, store={"cancel_grace_ms": 2_000})).cancel_grace_ms == 2_000
+    with pytest.raises(ConfigError, match=r"store\.cancel_grace_ms"):
+        load(None, store={"cancel_grace_ms": -1})
