@@ -97,7 +97,8 @@ class Service:
         grace_ms = self.store_settings.cancel_grace_ms
         feed_consumer = self._clients.consumer({"group.id": f"{s.kafka.group_id}.cancel-feed"},
                                                group=False)  # fmt: skip
-        self.feed = CancelFeed(feed_consumer, s.cancel_topic, grace_ms, self.tally,
+        keep_ms = grace_ms + 2 * s.kafka.session_timeout_ms  # bridge/cancel_feed.py says why
+        self.feed = CancelFeed(feed_consumer, s.cancel_topic, keep_ms, self.tally,
                                s.store.data_dir)  # fmt: skip
         self.admin = self._clients.admin()
         state = kafka_state.build(
