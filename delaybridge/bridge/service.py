@@ -228,8 +228,9 @@ class Service:
         free = shutil.disk_usage(self.settings.store.data_dir).free
         self.metrics.set_store_free_bytes(free)
         # Writes that wait for acks (changelog values, side writes) count too: a broker
-        # that stops answering must not let ingest queue without bound.
-        backlog = max(load.backlog, load.queued)
+        # that stops answering must not let ingest queue without bound; so do writes
+        # waiting for their next try (dead letters a refusing topic bounced).
+        backlog = max(load.backlog, load.queued + len(self.retries))
         if self.flow.update(load.pending, backlog, free):
             self.metrics.backpressure_paused()
 
