@@ -21,7 +21,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from delaybridge.bridge.settings import Settings
 from tests.integration.sidecar.harness import SubprocessSidecar, Topics, Watcher, native, now_ms
 from tests.integration.sidecar.harness import produce as produce_acked
-from tests.integration.sidecar.observe import alive, http, lookup, metric
+from tests.integration.sidecar.observe import alive, http, lookup, metric, metric_reaches
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -92,6 +92,7 @@ def test_kill9_before_cancel_and_dead_letter_are_acked(
 
     wait_until(checkpointed, 30, "a checkpoint after 'later' was stored")
     assert lookup(client, "victim") is not None
+    metric_reaches(client, "delaybridge_side_writes_unacked", 2, 30)  # the runbook's signal
     side.kill9()
 
     accept_writes_again(kafka, topics.cancels, topics.dead_letter)
@@ -103,6 +104,7 @@ def test_kill9_before_cancel_and_dead_letter_are_acked(
         return {"keep", "later"} <= set(watcher.ids(orders))
 
     watcher.until(keep_out, 90, "'keep' and 'later' delivered after the restart")
+    metric_reaches(client, "delaybridge_side_writes_unacked", 0, 30)
     watcher.settle(2.0)
     alive(side)
     assert "victim" not in watcher.ids(orders), "the cancelled message was delivered"
