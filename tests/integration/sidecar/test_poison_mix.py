@@ -5,7 +5,8 @@ kcat cannot write, confluent-kafka) puts every kind of hostile record issue 10 f
 before it, the first of them (``delay-ms: --5``) put the sidecar into a crash loop. The
 process must stay up the whole run, deliver every good record once and never early,
 dead-letter every bad one with its reason code, skip garbage on the cancel topic, and
-commit every delay-topic partition to its end (nothing blocked).
+commit every delay-topic partition to its end (nothing blocked): at-least-once and in
+exactly-once mode (side writes inside Kafka transactions).
 """
 
 from __future__ import annotations
@@ -94,11 +95,16 @@ def python_poison(t: Topics) -> dict[str, tuple[bytes | None, list[Any], str]]:
     }
 
 
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
 def test_good_records_mixed_with_every_poison(
-    kafka: Any, topics: Topics, tmp_path: Path, make_settings: Callable[..., Settings]
+    kafka: Any,
+    topics: Topics,
+    tmp_path: Path,
+    make_settings: Callable[..., Settings],
+    exactly_once: bool,
 ) -> None:
     bootstrap, delay, orders = kafka.bootstrap_servers, topics.delay, topics.targets[0]
-    settings = make_settings(max_timestamp_skew_ms=SKEW_MS)
+    settings = make_settings(max_timestamp_skew_ms=SKEW_MS, delivery={"exactly_once": exactly_once})
     side = SubprocessSidecar(settings, tmp_path)
     side.start()
     client = http(side)
