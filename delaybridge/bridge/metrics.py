@@ -167,6 +167,12 @@ class Metrics:
             "Due messages read from the wheel and not yet acknowledged (waiting or in flight).",
             registry=r,
         )
+        self._side_unacked = Gauge(
+            "delaybridge_side_writes_unacked",
+            "Cancels and dead letters of bad input written to Kafka and not yet acknowledged "
+            "(in flight or waiting for a retry); the delay-topic offset commit waits for them.",
+            registry=r,
+        )
         self._paused = Gauge(
             "delaybridge_paused", "1 while an operator has paused this direction.",
             ["direction"], registry=r,
@@ -264,6 +270,9 @@ class Metrics:
 
     def set_delivery_backlog(self, messages: int) -> None:
         self._backlog.set(messages)
+
+    def set_side_writes_unacked(self, records: int) -> None:
+        self._side_unacked.set(records)
 
     def set_paused(self, directions: Iterable[Direction]) -> None:
         paused = set(directions)

@@ -97,7 +97,8 @@ class Service:
         grace_ms = self.store_settings.cancel_grace_ms
         feed_consumer = self._clients.consumer({"group.id": f"{s.kafka.group_id}.cancel-feed"},
                                                group=False)  # fmt: skip
-        self.feed = CancelFeed(feed_consumer, s.cancel_topic, grace_ms, self.tally,
+        keep_ms = grace_ms + 2 * s.kafka.session_timeout_ms  # bridge/cancel_feed.py says why
+        self.feed = CancelFeed(feed_consumer, s.cancel_topic, keep_ms, self.tally,
                                s.store.data_dir)  # fmt: skip
         self.admin = self._clients.admin()
         state = kafka_state.build(
@@ -227,8 +228,9 @@ class Service:
         free = shutil.disk_usage(self.settings.store.data_dir).free
         self.metrics.set_store_free_bytes(free)
         # Writes that wait for acks (changelog values, side writes) count too: a broker
-        # that stops answering must not let ingest queue without bound.
-        backlog = max(load.backlog, load.queued)
+        # that stops answering must not let ingest queue without bound; so do writes
+        # waiting for their next try (dead letters a refusing topic bounced).
+        backlog = max(load.backlog, load.queued + len(self.retries))
         if self.flow.update(load.pending, backlog, free):
             self.metrics.backpressure_paused()
 

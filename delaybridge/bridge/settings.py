@@ -43,6 +43,10 @@ class StoreSettingsModel(_Section):
     # Ingest pauses while the data directory has less free space than this (delivery
     # goes on, and frees space); it resumes by itself once there is room again.
     min_free_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
+    # How long a cancel that matched nothing waits for its message (it may still arrive
+    # from a lagging delay-topic partition), and how far back a replica's cancel feed
+    # reads on its very first start (later starts resume where it stopped).
+    cancel_grace_ms: int = Field(default=60_000, ge=0)
 
 
 class DeliverySettings(_Section):

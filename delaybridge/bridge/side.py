@@ -79,6 +79,7 @@ class SideWriter:
             if remembered is not None:
                 w.shrink_step = remembered[1]
         w.part.offsets.produce_started(w.offset)
+        w.part.side_unacked += 1
         try:
             self._send_blocking(w)
         except KafkaError as exc:  # no room in the producer queue for a long while
@@ -98,6 +99,7 @@ class SideWriter:
     def _outcome(self, w: SideWrite, err: RdKafkaError | None, _msg: Message | None) -> None:
         if err is None:
             w.part.offsets.produce_acked(w.offset)  # step 2
+            w.part.side_unacked -= 1
             return
         if w.part.closed:
             return  # step 5

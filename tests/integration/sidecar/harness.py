@@ -111,9 +111,11 @@ class SubprocessSidecar:
         self.config.write_text(yaml.safe_dump(doc))
         self.log = work / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0  # the log's size when the current process started
 
     def start(self) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.started_at = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "delaybridge", "run", "--config", str(self.config)],
