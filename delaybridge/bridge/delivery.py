@@ -221,6 +221,8 @@ class Deliverer:
         if found is None:
             return False
         attempt.shrink = max(attempt.shrink, found[1])
+        if found[0].code() == RdKafkaError._PURGE_QUEUE:
+            return False  # purged by another record's failure: again, at its step
         self._failed(attempt, found[0])
         return True
 

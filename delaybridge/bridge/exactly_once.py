@@ -41,7 +41,7 @@ from delaybridge.bridge.partitions import Partitions
 from delaybridge.bridge.poison import ExactlyOnceGuard, Poisoned, TargetCheck
 from delaybridge.bridge.settings import Settings
 from delaybridge.bridge.transactions import TransactionFatal, Transactions
-from delaybridge.connectors.edge import ConsumerEdge
+from delaybridge.connectors.edge import ConsumerEdge, ProducerEdge
 
 log = logging.getLogger(__name__)
 #: How long step 2 waits for delivery reports before it gives the transaction up.
@@ -131,14 +131,24 @@ def _same(a: list[TopicPartition], b: list[TopicPartition]) -> bool:
 
 
 def eos_parts(
-    settings: Settings, outbox: Outbox, consumer: ConsumerEdge, metrics: Metrics
+    settings: Settings,
+    outbox: Outbox,
+    consumer: ConsumerEdge,
+    metrics: Metrics,
+    make_producer: Callable[[], ProducerEdge],
 ) -> tuple[Transactions | None, Poisoned | None, ExactlyOnceGuard | None]:
     """The service's exactly-once parts (all None in at-least-once mode); joins the
-    Outbox to the transaction."""
+    Outbox to the transaction. ``make_producer`` builds another transactional producer
+    like the Outbox's, should one have to be replaced."""
     if not settings.delivery.exactly_once:
         return None, None, None
+
+    def renew() -> ProducerEdge:
+        outbox.producer = make_producer()
+        return outbox.producer
+
     timeout_ms = settings.delivery.transaction_timeout_ms
-    txns = Transactions(outbox.producer, timeout_ms, metrics)
+    txns = Transactions(outbox.producer, timeout_ms, metrics, renew)
     outbox.transactions = txns
     poisoned = Poisoned()
     return txns, poisoned, ExactlyOnceGuard(poisoned, TargetCheck(consumer.list_topics))

@@ -46,12 +46,21 @@ class Poisoned:
         return len(self._failed)
 
     def remember(self, key: Hashable, err: RdKafkaError, shrink: int = 0) -> None:
-        if err.code() == RdKafkaError._PURGE_QUEUE:
-            return  # purged by an abort: it did not fail
+        """``shrink``: the step to write it at next time. A record purged because
+        another one failed did not fail itself: forgotten, unless it was already being
+        shrunk (then it keeps its step, instead of starting over too large)."""
+        if err.code() == RdKafkaError._PURGE_QUEUE and not shrink:
+            return
         self._failed[key] = (err, shrink)
 
     def take(self, key: Hashable) -> tuple[RdKafkaError, int] | None:
         return self._failed.pop(key, None)
+
+    def peek(self, key: Hashable) -> tuple[RdKafkaError, int] | None:
+        """Without forgetting it: a side write read again after *any* later abort (its
+        own write acknowledged in a transaction that another record doomed) must not
+        start over too large."""
+        return self._failed.get(key)
 
 
 class TargetCheck:

@@ -13,17 +13,16 @@ One loop turn (:meth:`Service.turn`):
    (``bridge/restoring.py``), retry what failed and is due again
    (``bridge/backoff.py``), then deliver what is due, within the in-flight bound
    (``bridge/delivery.py``);
-6. serve delivery reports (``bridge/outbox.py``): acks resolve batches, failures retry
-   or dead-letter.
+6. serve delivery reports (``bridge/outbox.py``): acks resolve batches, failures retry.
 
 Every ``flush_interval_ms``: flush the stores, then commit the delay-topic offsets they
-cover (never ahead of the data, DESIGN §4); publish metrics (``bridge/telemetry.py``)
-and re-evaluate flow control (``bridge/flow.py``).
+cover (never ahead of the data, DESIGN §4) — in exactly-once mode, every
+``transaction_interval_ms``: commit the transaction, then flush (``exactly_once.py``);
+publish metrics (``telemetry.py``), re-evaluate flow control (``flow.py``).
 
 SIGTERM (or :meth:`stop`) ends the loop: ingest stops, in-flight deliveries are awaited
-for up to ``shutdown_grace_ms``, stores are flushed, offsets committed, clients closed.
-Every store is touched only by this thread; the HTTP thread talks to it through
-:attr:`Service.control`, whose calls are queued and answered between turns.
+for up to ``shutdown_grace_ms``, stores flushed, offsets committed, clients closed. Only
+this thread touches stores; the HTTP thread goes through :attr:`Service.control`.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import TopicPartition
@@ -86,9 +86,11 @@ class Service:
         self.tally = Tally()
         self.retries = RetryQueue()
         on_error = {"error_cb": self._client_error}
-        self.outbox = Outbox(self._clients.producer(producer_overrides(s) | on_error))
+        make_producer = partial(self._clients.producer, producer_overrides(s) | on_error)
+        self.outbox = Outbox(make_producer())
         self.consumer = self._clients.consumer(CONSUMER_OVERRIDES | on_error)
-        self.transactions, poisoned, guard = eos_parts(s, self.outbox, self.consumer, self.metrics)
+        self.transactions, poisoned, guard = eos_parts(s, self.outbox, self.consumer,
+                                                       self.metrics, make_producer)  # fmt: skip
         self.flow = FlowControl(
             s.store.max_pending_messages, s.max_delivery_backlog, s.store.min_free_bytes,
             self._flow_changed,
@@ -123,12 +125,10 @@ class Service:
         self.deliverer = Deliverer(
             self.outbox, s.delivery, dlt, clock, self.tally, self.retries, self.changelog, guard
         )
-        self.exactly_once: ExactlyOnce | None = None
-        if self.transactions is not None and self.changelog is not None:
-            self.exactly_once = ExactlyOnce(
-                self.partitions, self.outbox, self.transactions, self.changelog
-            )
-            self.partitions.transaction = self.exactly_once
+        txns, changelog = self.transactions, self.changelog
+        self.exactly_once = None if txns is None or changelog is None else ExactlyOnce(
+            self.partitions, self.outbox, txns, changelog)  # fmt: skip
+        self.partitions.transaction = self.exactly_once
         self.telemetry = Telemetry(
             self.metrics, self.tally, self.partitions.restoring, self.partitions.standbys
         )

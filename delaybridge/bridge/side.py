@@ -75,7 +75,7 @@ class SideWriter:
     def write(self, w: SideWrite) -> None:
         """Start a side write (step 1); its offset commits once it is acked."""
         if self._poisoned:
-            remembered = self._poisoned.take(_key(w))
+            remembered = self._poisoned.peek(_key(w))
             if remembered is not None:
                 w.shrink_step = remembered[1]
         w.part.offsets.produce_started(w.offset)

@@ -41,6 +41,9 @@ from delaybridge.errors import DelayBridgeError
 
 log = logging.getLogger(__name__)
 ID_FILE = "transactional-id"
+#: How many transaction timeouts an abort may take before the producer is replaced, and
+#: an init before the producer counts as dead (3 + 3: the liveness probe's 60 s).
+PATIENCE = 3
 
 
 class TransactionFatal(DelayBridgeError):
@@ -79,8 +82,17 @@ def transactional_id(explicit: str, group_id: str, instance_id: str, data_dir: P
 class Transactions:
     """The replica's transaction (see the module docstring)."""
 
-    def __init__(self, producer: ProducerEdge, timeout_ms: int, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        producer: ProducerEdge,
+        timeout_ms: int,
+        metrics: Metrics,
+        renew: Callable[[], ProducerEdge] | None = None,
+    ) -> None:
         self._producer = producer
+        self._renew = renew
+        """Builds a new producer with the same transactional.id (and makes the Outbox
+        use it): the way out of an abort that cannot finish."""
         self._timeout_s = timeout_ms / 1000
         self._metrics = metrics
         self.epoch = 0
@@ -135,8 +147,7 @@ class Transactions:
             try:
                 self._call(lambda: self._producer.abort_transaction(self._timeout_s), "abort")
             except _Abortable as exc:
-                self.fatal = str(exc)
-                raise TransactionFatal(f"cannot abort the transaction: {exc}") from exc
+                self._replace_producer(str(exc))
         self.open = False
         self.doomed = None
         self.epoch += 1
@@ -144,10 +155,31 @@ class Transactions:
         self._metrics.transaction_aborted(self.consecutive_aborts)
         log.warning("transaction aborted (%s); restarting from the last commit", why)
 
+    def _replace_producer(self, why: str) -> None:
+        """An abort that keeps timing out (librdkafka waits for a batch a broker keeps
+        refusing, after a message timeout that needs an epoch bump): drop the producer
+        and start a new one with the same ``transactional.id``, whose
+        ``init_transactions`` fences the old one and aborts its transaction at the
+        coordinator — what a restart would do, without the restart (Kafka Streams
+        resets its producer the same way)."""
+        if self._renew is None:
+            self.fatal = why
+            raise TransactionFatal(f"cannot abort the transaction: {why}")
+        log.warning("cannot abort the transaction (%s); replacing the producer", why)
+        purge = getattr(self._producer, "purge", None)
+        if purge is not None:
+            purge(True, True, False)  # its reports are never served: the epoch moved on
+        self._producer = self._renew()
+        self.init()
+
     def _call(self, call: Callable[[], None], what: str) -> None:
         """Run one transactional call: retriable errors again until the transaction
         timeout; abortable ones raise _Abortable; fatal ones TransactionFatal."""
-        deadline = time.monotonic() + self._timeout_s
+        # An abort waits for the transaction's records to fail or time out, and an init
+        # for the coordinator to finish the previous transaction (CONCURRENT_TRANSACTIONS
+        # while it cannot write its markers): both get longer.
+        budget = self._timeout_s * (PATIENCE if what in ("abort", "init") else 1)
+        deadline = time.monotonic() + budget
         while True:
             try:
                 call()
@@ -161,7 +193,7 @@ class Transactions:
                 if err.txn_requires_abort():
                     raise _Abortable(text) from exc
                 if not err.retriable() or time.monotonic() >= deadline:
-                    if what in ("init", "begin", "abort"):
+                    if what in ("init", "begin"):
                         self.fatal = text
                         raise TransactionFatal(f"transactional producer {text}") from exc
                     raise _Abortable(text) from exc

@@ -9,6 +9,7 @@ message exactly once: none lost, none twice, none early.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -21,7 +22,15 @@ import pytest
 from confluent_kafka import Producer
 
 from delaybridge.bridge.settings import Settings
-from tests.integration.sidecar.harness import SubprocessSidecar, Topics, Watcher
+from tests.integration.sidecar.harness import (
+    SubprocessSidecar,
+    Topics,
+    Watcher,
+    native,
+    now_ms,
+    produce,
+)
+from tests.integration.sidecar.observe import alive
 
 MakeSettings = Callable[..., Settings]
 
@@ -116,3 +125,58 @@ def test_kill9_rounds_under_load_deliver_every_message_exactly_once(
     assert set(counts) == expected
     assert twice == {}, f"delivered more than once: {sorted(twice.items())[:20]}"
     assert early == []
+
+
+def test_a_dead_letter_too_large_aborts_once_then_lands_shrunk_and_cancels_hold(
+    kafka: Any, tmp_path: Path, make_settings: MakeSettings
+) -> None:
+    # The dead-letter topic refuses a bad record as too large: the transaction that
+    # carries it is doomed and aborted; the record is remembered and, read again, goes
+    # out without its value (DESIGN §2: loses nothing it can keep). A cancel in the same
+    # batch holds across the abort: its victim is never delivered.
+    topics = Topics(
+        delay=kafka.create_topic("delay"),
+        targets=[kafka.create_topic("orders")],
+        dead_letter=kafka.create_topic("dlt", config={"max.message.bytes": "2048"}),
+        cancels=kafka.create_topic("cancels"),
+    )
+    settings = make_settings(
+        kafka={"instance_id": "eos-dlt"},
+        delay_topics=[topics.delay],
+        dead_letter_topic=topics.dead_letter,
+        cancel_topic=topics.cancels,
+        delivery={"exactly_once": True},
+    )
+    side = SubprocessSidecar(settings, tmp_path)
+    side.start()
+    side.wait_log("assigned", 60)
+    bootstrap, orders = kafka.bootstrap_servers, topics.targets[0]
+    watcher = Watcher(bootstrap, [orders, topics.dead_letter])
+    due = now_ms() + 3_000
+    big = os.urandom(8_000)  # incompressible: lz4 cannot bring it under 2048 bytes
+    produce(
+        bootstrap,
+        topics.delay,
+        [
+            (b"k", b"victim", native(orders, "victim", ("deliver-at-ms", str(due)))),
+            (b"victim", b"cancel", [("delay-cancel", "victim")]),
+            (b"bad", big, [("delay-target-topic", orders), ("delay-ms", "--5")]),
+            (b"k", b"keep", native(orders, "keep", ("deliver-at-ms", str(due)))),
+        ],
+    )
+
+    def landed(_: object) -> bool:
+        alive(side)
+        dead = any(a.topic == topics.dead_letter for a in watcher.arrivals)
+        return dead and "keep" in watcher.ids(orders)
+
+    watcher.until(landed, 90, "'keep' delivered and the dead letter written")
+    watcher.settle(3.0)
+    alive(side)
+    assert "transaction aborted" in side.log.read_text(errors="replace")
+    assert watcher.ids(orders) == ["keep"], "the cancelled message was delivered, or twice"
+    dead = [a for a in watcher.arrivals if a.topic == topics.dead_letter]
+    assert [(a.key, a.headers["delay-error"]) for a in dead] == [(b"bad", "bad-time")]
+    assert not dead[0].value, "the dead letter should have gone out without its value"
+    assert side.terminate(30) == 0
+    watcher.close()

@@ -206,3 +206,22 @@ def test_lost_partitions_abort_the_transaction(tmp_path: Path) -> None:
     assert txn_producer(side).aborts == 1
     assert ids(side) == Counter({"p0": 1})  # p1 waits for its next owner
     side.stop()
+
+
+def test_a_shrunk_dead_letter_stays_shrunk_after_another_record_aborts_it(
+    tmp_path: Path,
+) -> None:
+    side = eos_sidecar(tmp_path)
+    side.send([("delay-target-topic", ORDERS), ("delay-ms", "--5")], value=b"x" * 1000)
+    txn_producer(side).fail_next(DLT, KafkaError.MSG_SIZE_TOO_LARGE)
+    side.turns(2)
+    side.checkpoint()  # aborted: the dead letter was too large for its topic
+    side.send(schedule("now0", 0))
+    txn_producer(side).fail_next(ORDERS, KafkaError.NOT_ENOUGH_REPLICAS)
+    side.turns(3, advance_ms=200)
+    side.checkpoint()  # aborted again, by the delivery: the shrunk dead letter with it
+    side.turns(3, advance_ms=200)
+    side.checkpoint()
+    dead = side.cluster.records(DLT)
+    assert [(m.value(), txn_producer(side).aborts) for m in dead] == [(None, 2)]
+    side.stop()
