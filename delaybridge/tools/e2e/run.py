@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import platform
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from delaybridge.connectors import KafkaClients, KafkaSettings
+from delaybridge.tools.bench_kit import bench_cluster
 from delaybridge.tools.e2e import measure
-from delaybridge.tools.e2e.sidecar import free_port
 
 MEASUREMENTS = ("throughput", "lateness", "tick")
 
@@ -27,23 +26,8 @@ def run_e2e(args: argparse.Namespace) -> int:
     a local broker is started in a temporary directory and stopped afterwards.
     """
     console = Console()
-    with tempfile.TemporaryDirectory(prefix="delaybridge-bench-") as tmp:
-        work = Path(tmp)
-        broker = None
-        kafka = _cluster(args)
-        if kafka is None:
-            from delaybridge.connectors.localkafka import LocalKafka
-
-            broker = LocalKafka(
-                work / "kafka", port=free_port(), controller_port=free_port(), heap_mb=1024
-            )
-            broker.start(timeout_s=120)
-            kafka = KafkaSettings(bootstrap_servers=broker.bootstrap)
-        try:
-            results = _run_all(console, KafkaClients(kafka), work, args)
-        finally:
-            if broker is not None:
-                broker.stop()
+    with bench_cluster("delaybridge-bench-", _cluster(args)) as (work, clients):
+        results = _run_all(console, clients, work, args)
     results["machine"] = {
         "cpus": os.cpu_count(),
         "platform": platform.platform(),

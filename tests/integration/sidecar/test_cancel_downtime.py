@@ -50,23 +50,12 @@ def test_a_replica_down_for_twice_the_cancel_grace_misses_no_cancel(
         return SubprocessSidecar(settings, tmp_path, name)
 
     one, two = replica("one"), replica("two")
-    everything = {f"{topics.delay}-{p}" for p in range(3)}
     watcher = Watcher(bootstrap, [orders])
     one.start()
     two.start()
     try:
-        wait_until(
-            lambda: one.owned() and two.owned() and one.owned() | two.owned() == everything,
-            90,
-            "the three partitions split between the two replicas",
-            detail=lambda: f"one {one.owned()}, two {two.owned()}",
-        )
-        mine = int(sorted(one.owned())[0].rsplit("-", 1)[1])
-        theirs = int(sorted(two.owned())[0].rsplit("-", 1)[1])
-        due = now_ms() + 30_000  # well after the owner is back
-        for id, at in (("victim", due), ("keep", due + 1_000)):
-            send(bootstrap, topics.delay, native(orders, id, ("deliver-at-ms", str(at))),
-                 partition=mine)  # fmt: skip
+        # 'victim' and 'keep' in a partition of 'one', due well after the owner is back
+        mine, theirs = _split_then_send(one, two, bootstrap, topics, 30_000)
         client = http(one)
         wait_until(lambda: lookup(client, "keep") is not None, 30, "both stored by 'one'")
         one.kill9()
@@ -114,23 +103,12 @@ def test_a_cancel_published_while_its_partition_has_no_owner_survives_the_takeov
         return SubprocessSidecar(settings, tmp_path, name)
 
     one, two = replica("one"), replica("two")
-    everything = {f"{topics.delay}-{p}" for p in range(3)}
     watcher = Watcher(bootstrap, [orders])
     one.start()
     two.start()
     try:
-        wait_until(
-            lambda: one.owned() and two.owned() and one.owned() | two.owned() == everything,
-            90,
-            "the three partitions split between the two replicas",
-            detail=lambda: f"one {one.owned()}, two {two.owned()}",
-        )
-        mine = int(sorted(one.owned())[0].rsplit("-", 1)[1])
-        theirs = int(sorted(two.owned())[0].rsplit("-", 1)[1])
-        due = now_ms() + 40_000  # after the takeover
-        for id, at in (("victim", due), ("keep", due + 1_000)):
-            send(bootstrap, topics.delay, native(orders, id, ("deliver-at-ms", str(at))),
-                 partition=mine)  # fmt: skip
+        # 'victim' and 'keep' in a partition of 'one', due after the takeover
+        mine, theirs = _split_then_send(one, two, bootstrap, topics, 40_000)
         changelog = f"g-{topics.delay}-{topics.delay}-changelog"
         wait_until(
             lambda: high_watermarks(bootstrap, changelog, 3)[mine] >= 2,
@@ -153,3 +131,25 @@ def test_a_cancel_published_while_its_partition_has_no_owner_survives_the_takeov
         watcher.close()
         if two.proc is not None and two.proc.poll() is None:
             two.terminate(timeout_s=30)
+
+
+def _split_then_send(
+    one: SubprocessSidecar, two: SubprocessSidecar, bootstrap: str, topics: Topics, due_in_ms: int
+) -> tuple[int, int]:
+    """Once the three delay partitions are split between the two replicas, send 'victim'
+    (due ``due_in_ms`` from then) and 'keep' (a second later) to a partition of ``one``;
+    returns (that partition, a partition of ``two``)."""
+    everything = {f"{topics.delay}-{p}" for p in range(3)}
+    wait_until(
+        lambda: one.owned() and two.owned() and one.owned() | two.owned() == everything,
+        90,
+        "the three partitions split between the two replicas",
+        detail=lambda: f"one {one.owned()}, two {two.owned()}",
+    )
+    mine = int(sorted(one.owned())[0].rsplit("-", 1)[1])
+    theirs = int(sorted(two.owned())[0].rsplit("-", 1)[1])
+    orders, due = topics.targets[0], now_ms() + due_in_ms
+    for id, at in (("victim", due), ("keep", due + 1_000)):
+        send(bootstrap, topics.delay, native(orders, id, ("deliver-at-ms", str(at))),
+             partition=mine)  # fmt: skip
+    return mine, theirs
