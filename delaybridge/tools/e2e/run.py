@@ -15,8 +15,10 @@ from rich.table import Table
 from delaybridge.connectors import KafkaClients, KafkaSettings
 from delaybridge.tools.bench_kit import bench_cluster
 from delaybridge.tools.e2e import measure
+from delaybridge.tools.e2e.cancels import cancel_heavy
 
 MEASUREMENTS = ("throughput", "lateness", "tick")
+"""What runs by default; ``cancels`` (issue 13's shop case) runs only when named."""
 
 
 def run_e2e(args: argparse.Namespace) -> int:
@@ -66,6 +68,10 @@ def _run_all(
         )
     if "tick" in only:
         results["tick"] = measure.one_tick(console, clients, work / "k", args.tick_messages)
+    if "cancels" in only:
+        results["cancels"] = cancel_heavy(
+            console, clients, work / "c", args.cancel_pending, args.order_rate, args.steady_s
+        )
     return results
 
 

@@ -98,6 +98,8 @@ class LiveArrivals:
         """broker timestamp − ``delay-due-ms``, per record"""
         self.visible: list[int] = []
         """the moment this reader received it − ``delay-due-ms``, per record"""
+        self.ids: list[str] = []
+        """``delay-id`` of each record, in arrival order"""
         self._consumer = clients.reader()
         self._consumer.subscribe([topic])
         self._stop = threading.Event()
@@ -112,7 +114,9 @@ class LiveArrivals:
                 if msg.error():
                     continue
                 for name, raw in headers_of(msg):
-                    if name == "delay-due-ms" and raw is not None:
+                    if name == "delay-id" and raw is not None:
+                        self.ids.append(raw.decode(errors="replace"))
+                    elif name == "delay-due-ms" and raw is not None:
                         due = int(raw)
                         self.stamped.append(msg.timestamp()[1] - due)
                         self.visible.append(round(now_ms - due))
