@@ -29,7 +29,7 @@ from delaybridge.timerlog.errors import DelayTooLong
 from delaybridge.timerlog.matching import IdMatcher
 from delaybridge.timerlog.raw_records import batch_of_raw
 from delaybridge.timerlog.reader import Reader
-from delaybridge.timerlog.records import DeliveryCursor, DueRecord, TimerRecord
+from delaybridge.timerlog.records import Cancel, DeliveryCursor, DueRecord, TimerRecord
 from delaybridge.timerlog.recovery import Opened, recover
 from delaybridge.timerlog.settings import StoreSettings
 from delaybridge.timerlog.stats import StoreCounters, StoreStats
@@ -174,15 +174,19 @@ class TimerStore:
         self.counters.rolled_total += self.writer.copy_forward(indexes, cl_positions, floor_tick_ms)
 
     # -- cancel and lookup (matching.py) ---------------------------------------
-    def cancel(self, ids: Sequence[tuple[str, str | None]]) -> list[bool]:
-        """Cancel messages by (id, target topic or None); True where a pending one matched.
+    def cancel(self, cancels: Sequence[Cancel | tuple[str, str | None]]) -> list[bool]:
+        """Apply cancels (:class:`Cancel`, or plain ``(id, topic or None)`` pairs); True
+        where a pending message matched.
 
-        With a topic, only a message with that id *and* that target topic matches
-        (an id colliding on another topic cancels nothing). An unmatched cancel waits
-        ``cancel_grace_ms`` for its message (it may arrive later from another
-        partition) and is then counted as unknown. Durable after flush().
+        A cancel applies to the pending messages with its id -- and its target topic,
+        if it names one (an id colliding on another topic is untouched) -- that were
+        sent before it (:meth:`Cancel.applies_to`). One that knows when it was sent
+        then waits ``cancel_grace_ms`` for more such messages (they may arrive later
+        from another partition); one that never matched is then counted as unknown.
+        Durable after flush().
         """
-        return self._matcher.cancel(ids, self.clock.now_ms(), self._live_start)
+        wanted = [c if isinstance(c, Cancel) else Cancel(*c) for c in cancels]
+        return self._matcher.cancel(wanted, self.clock.now_ms(), self._live_start)
 
     def lookup(self, id: str) -> TimerRecord | None:
         """The pending message with this id, or None. Scans the live timer log."""
