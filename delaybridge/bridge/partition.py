@@ -10,7 +10,6 @@ Not thread-safe: owned by the service's loop thread.
 
 from __future__ import annotations
 
-import errno
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from delaybridge.bridge.offsets import OffsetTracker
 from delaybridge.bridge.pipeline import DeliveryPipeline
+from delaybridge.durable import NO_SPACE
 from delaybridge.timerlog import Clock, StoreSettings, TimerStore
 
 PartKey = tuple[str, int]
@@ -36,8 +36,7 @@ class Role(StrEnum):
 
 RESUME_MARK = "source_resume"
 """The store mark holding where consumption resumes after a restart."""
-#: errno values of a write that failed for want of space (disk full, quota).
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+__all__ = ["NO_SPACE", "PartKey", "PartitionState", "Role", "open_partition"]
 
 
 @dataclass(eq=False)

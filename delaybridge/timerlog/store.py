@@ -14,6 +14,7 @@ Not thread-safe: one owner thread calls every method; there are no locks.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from delaybridge.durable import allocated_bytes
+from delaybridge.durable import allocated_bytes, is_no_space
 from delaybridge.timerlog.checkpoint import Checkpoint
 from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock
 from delaybridge.timerlog.commit_codec import EncodedBatch, encode_batch
@@ -37,6 +38,7 @@ from delaybridge.timerlog.timer_codec import EntryType
 from delaybridge.timerlog.writer import Writer
 
 LIVE_RECOMPUTE_MS = 5_000
+log = logging.getLogger(__name__)
 
 
 class TimerStore:
@@ -138,9 +140,10 @@ class TimerStore:
                 f"record {what} of the batch is due in {late} ms, "
                 f"above max_delay_ms={self.settings.max_delay_ms}"
             )
-        cl_pos = self.commit_log.append_encoded(enc.parts, enc.sizes)
-        slot, kinds = self.writer.place(due, self.reader.done.tick_ms, EntryType.MESSAGE)
-        first = self.writer.link_and_write(slot, kinds, np.array(enc.id_hashes, np.uint32), cl_pos)
+        hashes = np.array(enc.id_hashes, np.uint32)
+        first, slot, cl_pos = self.writer.write(
+            enc.parts, enc.sizes, due, hashes, self.reader.done.tick_ms, EntryType.MESSAGE
+        )  # all or nothing: OSError (a full disk) leaves the store as it was
         self.counters.appended_total += n
         self._pending.update(enc.topics)
         self._last_source_offset = max(self._last_source_offset, enc.max_source_offset)
@@ -246,6 +249,7 @@ class TimerStore:
             self._live_start = self.timer.end if min_first is None else min_first
             self._live_at_ms = now
         self._checkpoint().save(self.directory)
+        self.cancels.drop_old()  # a compacted generation's predecessor, now unnamed
         self.release_pages()  # mapped log pages read since the last flush leave our RSS
         if self._live_start < self.timer.end:
             cl_start = self.timer.entry(self._live_start).cl_pos
@@ -255,9 +259,19 @@ class TimerStore:
             self.timer.sync()
             self.commit_log.sync()
         if self.cancels.needs_compaction():
+            self._compact_cancels()
+
+    def _compact_cancels(self) -> None:
+        """Rewrite the cancel log into its next generation; a full disk postpones it."""
+        try:
             self.cancels.compact()
             self._checkpoint().save(self.directory)
-            self.cancels.drop_old()
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            log.warning("%s: cancel log not compacted, no room (%s)", self.directory, exc)
+            return
+        self.cancels.drop_old()
 
     def _checkpoint(self) -> Checkpoint:
         done = self.reader.done
@@ -305,12 +319,24 @@ class TimerStore:
         self.timer.log.release_pages()
 
     def close(self) -> None:
-        """Flush, stamp the wheel clean, release files and maps."""
+        """Flush, stamp the wheel clean, release files and maps.
+
+        On a full disk the final flush cannot be written: the store is released as
+        :meth:`abandon` does (it reopens at its last checkpoint, what its owner
+        committed to Kafka covers) and a warning says so.
+        """
         if self._closed:
             return
-        self.flush(recompute_live=True)
-        self.wheel.set_stamp(self.timer.end + 1)
-        self._release()
+        try:
+            self.flush(recompute_live=True)
+            self.wheel.set_stamp(self.timer.end + 1)
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            log.warning("%s: closed without its last flush, no room (%s); it reopens at "
+                        "its last checkpoint", self.directory, exc)  # fmt: skip
+        finally:
+            self._release()
 
     def abandon(self) -> None:
         """Drop the store like kill -9 would: no flush, no clean stamp.
