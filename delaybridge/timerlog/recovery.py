@@ -60,6 +60,8 @@ class Opened:
     wheel: TimingWheel
     cancels: CancelBook
     wheel_rebuilt: bool
+    checkpoint_loaded: bool
+    """``checkpoint`` is the one on disk (not a new store's first)."""
 
 
 def _lock(directory: Path) -> int:
@@ -89,6 +91,7 @@ def _recover(
 ) -> Opened:
     tick = settings.tick_ms
     ckpt = Checkpoint.load(directory)  # step 2
+    loaded = ckpt is not None
     if ckpt is None:
         ckpt = Checkpoint(tick, settings.wheel_slots, done_tick_ms=now_ms // tick * tick)
     for name, have, want in (
@@ -130,7 +133,7 @@ def _recover(
         for part in (commit_log, timer, cancels, wheel):
             part.close()
         raise
-    return Opened(lock_fd, ckpt, commit_log, timer, wheel, cancels, not trust)
+    return Opened(lock_fd, ckpt, commit_log, timer, wheel, cancels, not trust, loaded)
 
 
 def _check_entries(

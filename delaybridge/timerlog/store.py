@@ -60,6 +60,7 @@ class TimerStore:
         self.cancels = opened.cancels
         self.wheel_rebuilt = opened.wheel_rebuilt
         ck = opened.checkpoint
+        self._saved: Checkpoint | None = ck if opened.checkpoint_loaded else None
         self._live_start = ck.live_start
         self._live_at_ms = clock.now_ms()
         self._last_source_offset = ck.last_source_offset
@@ -248,7 +249,7 @@ class TimerStore:
             _, min_first = self.wheel.live_summary(from_ms)
             self._live_start = self.timer.end if min_first is None else min_first
             self._live_at_ms = now
-        self._checkpoint().save(self.directory)
+        self._save_checkpoint()
         self.cancels.drop_old()  # a compacted generation's predecessor, now unnamed
         self.release_pages()  # mapped log pages read since the last flush leave our RSS
         if self._live_start < self.timer.end:
@@ -265,13 +266,21 @@ class TimerStore:
         """Rewrite the cancel log into its next generation; a full disk postpones it."""
         try:
             self.cancels.compact()
-            self._checkpoint().save(self.directory)
+            self._save_checkpoint()
         except OSError as exc:
             if not is_no_space(exc):
                 raise
             log.warning("%s: cancel log not compacted, no room (%s)", self.directory, exc)
             return
         self.cancels.drop_old()
+
+    def _save_checkpoint(self) -> None:
+        """Write the checkpoint, unless it would say what the last one says (an idle
+        store writes nothing, which also spares a full disk a write it cannot make)."""
+        ckpt = self._checkpoint()
+        if ckpt != self._saved:
+            ckpt.save(self.directory)
+            self._saved = ckpt
 
     def _checkpoint(self) -> Checkpoint:
         done = self.reader.done
