@@ -50,9 +50,12 @@ class PartitionState:
     role: Role = Role.ACTIVE
     revoking: bool = False
     rolled_seen: int = 0  # the store's rolled_total already reported to the metrics
+    corrupt_seen: tuple[int, int] = (0, 0)  # its corrupt/unreadable totals, likewise
 
     def __post_init__(self) -> None:
         self.pipeline = DeliveryPipeline(self.store)
+        c = self.store.counters  # damage found before this process: reported back then
+        self.corrupt_seen = (c.corrupt_records_total, c.unreadable_records_total)
 
     @property
     def key(self) -> PartKey:

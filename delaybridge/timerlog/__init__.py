@@ -18,6 +18,7 @@ docs/storage.md.
 from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
 from delaybridge.timerlog.records import (
     Cancel,
+    DamagedRecord,
     DeliveryCursor,
     DueRecord,
     Headers,
@@ -31,6 +32,7 @@ __all__ = [
     "SYSTEM_CLOCK",
     "Cancel",
     "Clock",
+    "DamagedRecord",
     "DeliveryCursor",
     "DueRecord",
     "Headers",

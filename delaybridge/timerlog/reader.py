@@ -33,9 +33,11 @@ from functools import partial
 import numpy as np
 
 from delaybridge.durable import is_no_space
+from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import lists, passes
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.commit_log import CommitLog
+from delaybridge.timerlog.quarantine import Quarantine
 from delaybridge.timerlog.records import DeliveryCursor, DueRecord
 from delaybridge.timerlog.timer_log import TimerLog
 from delaybridge.wheel import TimingWheel
@@ -49,8 +51,9 @@ WHOLE_TICK = (1 << 62) - 1
 """Ordinal meaning "this tick's list was read to its end"."""
 WINDOW_ENTRIES = 1 << 16
 
-RollWriter = Callable[[list[int], list[int], int], None]
-"""write_rolls(timer indexes, commit-log positions, read tick): copy messages forward."""
+RollWriter = Callable[[list[int], list[int], int], list[tuple[int, str]]]
+"""write_rolls(timer indexes, commit-log positions, read tick): copy messages forward;
+returns (position, what is wrong) of the damaged records it could not copy."""
 
 
 class Reader:
@@ -65,6 +68,7 @@ class Reader:
         tick_ms: int,
         done: DeliveryCursor,
         write_rolls: RollWriter,
+        quarantine: Quarantine,
     ) -> None:
         self.timer = timer
         self.commit_log = commit_log
@@ -77,6 +81,7 @@ class Reader:
         """Batches handed out and not yet marked delivered, oldest first."""
         self.cancelled_skipped = 0
         self._write_rolls = write_rolls
+        self.quarantine = quarantine
         # Resume point for the next window load: tick and entries of it already read.
         self._resume = (done.tick_ms, done.index + 1)
         self._w = lists.empty_window(done.tick_ms - tick_ms)
@@ -164,15 +169,22 @@ class Reader:
             else:
                 cl = w.cl[p + np.asarray(take, dtype=np.int64)]
                 t_list, o_list = [ticks[j] for j in take], [ords[j] for j in take]
-            recs = read_many(cl)
+            try:
+                recs = read_many(cl)
+            except IntegrityError:  # a damaged record: read them one by one
+                recs, t_list, o_list = self.quarantine.read(cl, t_list, o_list)
             # map/zip/partial keep the per-record construction in C.
             cursors = map(new_cursor, zip(t_list, o_list, strict=True))
             before = len(out)
             out += map(new_due, zip(recs, cursors, strict=True))
             self._pos = p + q
-            if rolls is not None and not self._roll(w, p, rolls, now_ms):
-                del out[before:]  # the pass is undone: read again once there is room
-                break
+            if rolls is not None:
+                damaged = self._roll(w, p, rolls, now_ms)
+                if damaged is None:
+                    del out[before:]  # the pass is undone: read again once there is room
+                    break
+                if damaged:
+                    out[before:] = sorted([*out[before:], *damaged], key=_cursor)
             for k in skipped:
                 del applied[k]
             self.cancelled_skipped += len(skipped)
@@ -185,9 +197,12 @@ class Reader:
             self.done = max(self.done, self._read_position())
         return out
 
-    def _roll(self, w: lists.Window, p: int, rolls: passes.Rolls, now_ms: int) -> bool:
-        """Copy rolled messages forward; False, with the pass undone (window ``w`` at
-        ``p``), if the disk has no room: retried after ``ROLL_RETRY_MS``."""
+    def _roll(
+        self, w: lists.Window, p: int, rolls: passes.Rolls, now_ms: int
+    ) -> list[DueRecord] | None:
+        """Copy rolled messages forward; returns the damaged ones quarantined instead.
+        None, with the pass undone (window ``w`` at ``p``), if the disk has no room:
+        retried after ``ROLL_RETRY_MS``."""
         done = self.done
         self.done = DeliveryCursor(rolls.tick_ms, rolls.last_ordinal)
         # Copies may land anywhere after the roll's tick, even on ticks the window
@@ -196,7 +211,7 @@ class Reader:
             keep = int(np.searchsorted(w.ticks, rolls.tick_ms, side="right"))
             self._w = w.cut(keep, rolls.tick_ms)
         try:
-            self._write_rolls(rolls.indexes, rolls.cl_positions, rolls.tick_ms)
+            bad = self._write_rolls(rolls.indexes, rolls.cl_positions, rolls.tick_ms)
         except OSError as exc:
             if not is_no_space(exc):
                 raise
@@ -205,8 +220,10 @@ class Reader:
             log.warning("%s: no room to roll %d messages forward (%s); delivery waits, "
                         "retrying in %d ms", self.timer.log.directory.parent, len(rolls.indexes),
                         exc, ROLL_RETRY_MS)  # fmt: skip
-            return False
-        return True
+            return None
+        cursor = DeliveryCursor(rolls.tick_ms, rolls.last_ordinal)
+        quarantined = (self.quarantine.damaged(pos, rolls.tick_ms, why) for pos, why in bad)
+        return [DueRecord(rec, cursor) for rec in quarantined if rec is not None]
 
     def mark_delivered(self, cursor: DeliveryCursor) -> list[DueRecord]:
         """Everything handed out up to ``cursor`` was delivered; returns those records."""
@@ -285,3 +302,7 @@ class Reader:
         count = self.wheel.list_of(tick).length
         win = lists.load(self.wheel, self.timer, self.commit_log, tick, 0, tick, max(count, 1))
         return {int(i) for i in win.idx[:skip]}
+
+
+def _cursor(due: DueRecord) -> DeliveryCursor:
+    return due.cursor

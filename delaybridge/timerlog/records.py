@@ -35,6 +35,16 @@ class TimerRecord(NamedTuple):
     source_timestamp_ms: int
 
 
+class DamagedRecord(TimerRecord):
+    """A stored record that failed its CRC, as far as it could be read (see
+    :mod:`~delaybridge.timerlog.quarantine`): fields read without their check, the value
+    dropped, due at the tick it was read in, and a last header
+    (``quarantine.QUARANTINE_HEADER``) saying what is wrong. Not to be delivered: the
+    sidecar dead-letters it (reason ``store-corrupt``)."""
+
+    __slots__ = ()
+
+
 class DeliveryCursor(NamedTuple):
     """Where a message sits in delivery order: its wheel tick, then its arrival index.
 

@@ -28,6 +28,7 @@ from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock
 from delaybridge.timerlog.commit_codec import EncodedBatch, encode_batch
 from delaybridge.timerlog.errors import DelayTooLong
 from delaybridge.timerlog.matching import IdMatcher
+from delaybridge.timerlog.quarantine import Quarantine
 from delaybridge.timerlog.raw_records import batch_of_raw
 from delaybridge.timerlog.reader import Reader
 from delaybridge.timerlog.records import Cancel, DeliveryCursor, DueRecord, TimerRecord
@@ -79,6 +80,7 @@ class TimerStore:
             settings.tick_ms,
             done,
             self._write_rolls,
+            Quarantine(self.commit_log, self.counters),
         )
         self.writer.reader = self.reader
         self._matcher = IdMatcher(
@@ -173,9 +175,13 @@ class TimerStore:
         removed, self._matcher.removed = self._matcher.removed, []
         return removed
 
-    def _write_rolls(self, indexes: list[int], cl_positions: list[int], floor_tick_ms: int) -> None:
+    def _write_rolls(
+        self, indexes: list[int], cl_positions: list[int], floor_tick_ms: int
+    ) -> list[tuple[int, str]]:
         """Copy rolled messages forward (called by the reader, see writer.copy_forward)."""
-        self.counters.rolled_total += self.writer.copy_forward(indexes, cl_positions, floor_tick_ms)
+        copied, damaged = self.writer.copy_forward(indexes, cl_positions, floor_tick_ms)
+        self.counters.rolled_total += copied
+        return damaged
 
     # -- cancel and lookup (matching.py) ---------------------------------------
     def cancel(self, cancels: Sequence[Cancel | tuple[str, str | None]]) -> list[bool]:

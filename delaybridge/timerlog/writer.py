@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import timer_codec
 from delaybridge.timerlog.commit_log import DUE_OFFSET, CommitLog
 from delaybridge.timerlog.placement import place
@@ -101,16 +102,30 @@ class Writer:
         self.reader.placed(int(slot.min()))
         return Written(first, slot, cl_pos)
 
-    def copy_forward(self, indexes: list[int], cl_positions: list[int], floor_tick_ms: int) -> int:
-        """Roll: copy the records verbatim to the log's end and place them again."""
-        raws = [self.commit_log.raw(p) for p in cl_positions]
+    def copy_forward(
+        self, indexes: list[int], cl_positions: list[int], floor_tick_ms: int
+    ) -> tuple[int, list[tuple[int, str]]]:
+        """Roll: copy the records verbatim to the log's end and place them again.
+
+        Returns how many were copied, and (position, what is wrong) of each record that
+        failed its check: not copied, the caller quarantines it.
+        """
+        raws: list[bytes] = []
+        kept: list[int] = []
+        damaged: list[tuple[int, str]] = []
+        for k, pos in zip(indexes, cl_positions, strict=True):
+            try:
+                raws.append(self.commit_log.raw(pos))
+                kept.append(k)
+            except IntegrityError as exc:
+                damaged.append((pos, str(exc)))
+        if not raws:
+            return 0, damaged
         due = np.fromiter(
             (int.from_bytes(r[DUE_OFFSET : DUE_OFFSET + 8], "little", signed=True) for r in raws),
             np.int64,
             len(raws),
         )
-        hashes = np.fromiter(
-            (self.timer.entry(k).id_hash for k in indexes), np.uint32, len(indexes)
-        )
+        hashes = np.fromiter((self.timer.entry(k).id_hash for k in kept), np.uint32, len(kept))
         self.write(raws, [len(r) for r in raws], due, hashes, floor_tick_ms, EntryType.ROLLED)
-        return len(raws)
+        return len(raws), damaged
