@@ -6,7 +6,8 @@ The protocol (the code below follows these steps):
 2. Read ``checkpoint``; none means a store never flushed: start from empty logs.
    ``tick_ms`` / ``wheel_slots`` different from the settings -> ConfigError naming
    the setting (they define which slot a time maps to).
-3. Open the wheel file (its header repeats tick and slots: same check).
+3. Open the wheel file (its header repeats tick and slots: same check). A damaged
+   one (header, size: truncated, zeroed) is logged, deleted and made again empty.
 4. Open the commit log and the timer log and cut each back to the checkpoint's end
    (``commit_end``, ``timer_end``): whatever was written after the last flush is
    discarded. The sidecar re-reads it from Kafka, because it commits Kafka offsets
@@ -18,9 +19,11 @@ The protocol (the code below follows these steps):
    exactly at ``commit_end``; if that record fails its CRC, it was damaged after it
    was flushed (a torn write never reaches a checkpoint): it is quarantined when read
    (:mod:`quarantine`), like any damaged record.
-6. If the wheel file is stamped clean at ``timer_end`` and every used slot's CRC
-   holds, keep it; otherwise rebuild it from the entries of step 5 (those in ticks
-   at or after the delivery cursor's). The wheel is only an index.
+6. If the wheel file is stamped clean at ``timer_end``, every used slot's CRC holds
+   and its slots after the cursor's tick count as many entries as the timer log has
+   there (zeroed slots look empty, not damaged), keep it; otherwise rebuild it from
+   the entries of step 5 (those in ticks at or after the delivery cursor's). The
+   wheel is only an index.
 7. Replay the cancel log up to ``cancel_end``; delete other generations.
 8. Stamp the wheel "in use" (a crash from now on forces step 6's rebuild).
 9. Optionally (``verify_commit_log``) check the CRC of every live commit record;
@@ -105,7 +108,7 @@ def _recover(
                 f"store setting {name}={want} does not match the store in {directory} "
                 f"(created with {name}={have}); use the old value or a new data directory"
             )
-    wheel = TimingWheel(directory / "wheel", tick, settings.wheel_slots)  # step 3
+    wheel = _open_wheel(directory / "wheel", tick, settings.wheel_slots)  # step 3
     commit_log = CommitLog(directory / "commitlog", settings.commit_segment_bytes)  # step 4
     timer = TimerLog(directory / "timerlog", settings.timer_segment_entries)
     cancels = CancelBook(directory)
@@ -123,7 +126,16 @@ def _recover(
         if not trust:
             log.info("%s: rebuilding the wheel from the timer log", directory)
             wheel.clear()
-        _check_entries(timer, commit_log, ckpt, wheel if not trust else None)  # steps 5, 6
+        ahead = _check_entries(timer, commit_log, ckpt, None if trust else wheel)  # steps 5, 6
+        if trust and wheel.live_count(ckpt.done_tick_ms) != ahead:
+            log.warning(
+                "%s: its slots count %d entries after the delivery cursor, the timer log "
+                "%d: rebuilding it from the timer log",
+                wheel.path, wheel.live_count(ckpt.done_tick_ms), ahead,
+            )  # fmt: skip
+            trust = False
+            wheel.clear()
+            _check_entries(timer, commit_log, ckpt, wheel)
         if not trust:
             wheel.seal_rebuild()
         cancels.open(ckpt.cancel_generation, ckpt.cancel_end, ckpt.done_tick_ms)  # step 7
@@ -138,9 +150,22 @@ def _recover(
     return Opened(lock_fd, ckpt, commit_log, timer, wheel, cancels, not trust, loaded)
 
 
+def _open_wheel(path: Path, tick_ms: int, slots: int) -> TimingWheel:
+    """The wheel file, or a new empty one in place of a damaged one (it is only an index:
+    recovery rebuilds it). A wheel of other geometry stays a ConfigError."""
+    try:
+        return TimingWheel(path, tick_ms, slots)
+    except IntegrityError as exc:
+        log.warning("%s; the wheel is made again and rebuilt from the timer log", exc)
+        path.unlink()
+        return TimingWheel(path, tick_ms, slots)
+
+
 def _check_entries(
     timer: TimerLog, commit_log: CommitLog, ckpt: Checkpoint, wheel: TimingWheel | None
-) -> None:
+) -> int:
+    """Steps 5 and 6; returns how many live entries sit in ticks after the cursor's."""
+    ahead = 0
     last_cl = -1
     kinds_ok = np.array([int(k) for k in timer_codec.EntryType], dtype=np.uint64)
     # 1 Mi entries (32 MiB) per pass: the wheel rebuild costs O(slots) per chunk.
@@ -157,6 +182,7 @@ def _check_entries(
                 f"commit-log position {int(cl[row])}"
             )
         last_cl = int(cl[-1])
+        ahead += int(np.count_nonzero(entries["slot_ms"] > ckpt.done_tick_ms))
         if wheel is not None:
             keep = entries["slot_ms"] >= ckpt.done_tick_ms
             indexes = np.arange(first, first + len(entries), dtype=np.int64)
@@ -168,9 +194,10 @@ def _check_entries(
             length = check(mm, off, len(mm), seg.path, off)
         except IntegrityError as exc:  # data the checkpoint vouches for, damaged since
             log.warning("%s; the record is quarantined when it is read", exc)
-            return
+            return ahead
         if last_cl + length != ckpt.commit_end:
             raise IntegrityError(
                 f"{seg.path}: offset {off}: last record ends at log position "
                 f"{last_cl + length}, the checkpoint says {ckpt.commit_end}"
             )
+    return ahead

@@ -273,6 +273,15 @@ class TimingWheel:
             from_ms + (n_ticks - 1) * self.tick_ms,
         )
 
+    def live_count(self, after_ms: int) -> int:
+        """Entries in the lists of ticks after ``after_ms`` (recovery checks the sum)."""
+        total = 0
+        for start in range(0, self.n_slots, 1 << 18):
+            part = self.slots[start : start + (1 << 18)]
+            used = (part["count"] != 0) & (part["time_ms"] > after_ms)
+            total += int(part["count"][used].sum())
+        return total
+
     def live_summary(self, from_ms: int) -> tuple[int | None, int | None]:
         """(earliest tick >= from_ms in use, smallest ``first`` among them)."""
         step = 1 << 18
