@@ -3,9 +3,11 @@
 The protocol (the code below follows these steps):
 
 1. Take the directory's lock (``LOCK``, ``flock``): one process per store.
-2. Read ``checkpoint``; none means a store never flushed: start from empty logs.
-   ``tick_ms`` / ``wheel_slots`` different from the settings -> ConfigError naming
-   the setting (they define which slot a time maps to).
+2. Read ``checkpoint``. None and no segments: a new store, start from empty logs.
+   None (or unreadable: kept as ``checkpoint.damaged``) but segments on disk: work one
+   out from the segments (:mod:`rescue`), never delete them. ``tick_ms`` /
+   ``wheel_slots`` different from the settings -> ConfigError naming the setting
+   (they define which slot a time maps to).
 3. Open the wheel file (its header repeats tick and slots: same check). A damaged
    one (header, size: truncated, zeroed) is logged, deleted and made again empty.
 4. Open the commit log and the timer log and cut each back to the checkpoint's end
@@ -43,10 +45,11 @@ import numpy as np
 from delaybridge.errors import ConfigError, IntegrityError
 from delaybridge.timerlog import timer_codec
 from delaybridge.timerlog.cancels import CancelBook
-from delaybridge.timerlog.checkpoint import Checkpoint
+from delaybridge.timerlog.checkpoint import FILE_NAME, Checkpoint
 from delaybridge.timerlog.commit_codec import check
 from delaybridge.timerlog.commit_log import CommitLog
 from delaybridge.timerlog.errors import StoreLocked
+from delaybridge.timerlog.rescue import rescue
 from delaybridge.timerlog.settings import StoreSettings
 from delaybridge.timerlog.timer_log import TimerLog
 from delaybridge.wheel import TimingWheel
@@ -65,6 +68,8 @@ class Opened:
     wheel: TimingWheel
     cancels: CancelBook
     wheel_rebuilt: bool
+    rescued: bool
+    """There was no usable checkpoint: it was worked out from the segments."""
     checkpoint_loaded: bool
     """``checkpoint`` is the one on disk (not a new store's first)."""
 
@@ -95,8 +100,9 @@ def _recover(
     directory: Path, settings: StoreSettings, now_ms: int, verify: bool, lock_fd: int
 ) -> Opened:
     tick = settings.tick_ms
-    ckpt = Checkpoint.load(directory)  # step 2
+    ckpt = _load_checkpoint(directory)  # step 2
     loaded = ckpt is not None
+    rescued = ckpt is None and (ckpt := rescue(directory, settings)) is not None
     if ckpt is None:
         ckpt = Checkpoint(tick, settings.wheel_slots, done_tick_ms=now_ms // tick * tick)
     for name, have, want in (
@@ -120,8 +126,9 @@ def _recover(
                 f"{directory / 'timerlog'}: entries from {ckpt.live_start} are pending but "
                 f"the oldest segment starts at {timer.start}"
             )
-        trust = (wheel.fresh and ckpt.timer_end == 0) or (
-            wheel.stamp == ckpt.timer_end + 1 and len(wheel.bad_slots()) == 0
+        trust = not rescued and (
+            (wheel.fresh and ckpt.timer_end == 0)
+            or (wheel.stamp == ckpt.timer_end + 1 and len(wheel.bad_slots()) == 0)
         )
         if not trust:
             log.info("%s: rebuilding the wheel from the timer log", directory)
@@ -147,7 +154,18 @@ def _recover(
         for part in (commit_log, timer, cancels, wheel):
             part.close()
         raise
-    return Opened(lock_fd, ckpt, commit_log, timer, wheel, cancels, not trust, loaded)
+    return Opened(lock_fd, ckpt, commit_log, timer, wheel, cancels, not trust, rescued, loaded)
+
+
+def _load_checkpoint(directory: Path) -> Checkpoint | None:
+    """The checkpoint; None when there is none, or it is unreadable (it is then kept as
+    ``checkpoint.damaged`` and the store rescued from its segments: :mod:`rescue`)."""
+    try:
+        return Checkpoint.load(directory)
+    except IntegrityError as exc:
+        log.error("%s; kept as checkpoint.damaged, recovering from the segments", exc)
+        os.replace(directory / FILE_NAME, directory / f"{FILE_NAME}.damaged")
+        return None
 
 
 def _open_wheel(path: Path, tick_ms: int, slots: int) -> TimingWheel:

@@ -60,6 +60,8 @@ class TimerStore:
         self.wheel = opened.wheel
         self.cancels = opened.cancels
         self.wheel_rebuilt = opened.wheel_rebuilt
+        self.rescued = opened.rescued
+        """Opened without a usable checkpoint (see :mod:`rescue`)."""
         ck = opened.checkpoint
         self._saved: Checkpoint | None = ck if opened.checkpoint_loaded else None
         self._live_start = ck.live_start

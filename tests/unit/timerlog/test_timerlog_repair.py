@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from delaybridge.errors import ConfigError
+from delaybridge.errors import ConfigError, IntegrityError
 from delaybridge.fileformat import HEADER_SIZE
 from delaybridge.timerlog import ManualClock, StoreSettings, TimerStore
 from tests.unit.timerlog.support import START_MS, drain, rec
@@ -70,3 +70,64 @@ def test_a_wheel_of_other_geometry_is_still_a_setting_error(
     other = StoreSettings(**{**small.__dict__, "wheel_slots": 128})
     with pytest.raises(ConfigError, match="wheel_slots=128"):
         TimerStore.open(tmp_path, other, clock)
+
+
+def segment_files(directory: Path) -> list[Path]:
+    return sorted([*directory.glob("commitlog/*.clog"), *directory.glob("timerlog/*.tlog")])
+
+
+@pytest.mark.parametrize("how", ["missing", "damaged"])
+def test_a_lost_checkpoint_is_worked_out_from_the_segments_which_are_kept(
+    tmp_path: Path, small: StoreSettings, clock: ManualClock, how: str
+) -> None:
+    build(tmp_path, small, clock)
+    with TimerStore.open(tmp_path, small, clock) as store:
+        assert store.cancel([("m30", None)]) == [True]
+        store.append([rec("late", clock.now_ms() + 9_000, offset=99)])  # rolled later
+    files = segment_files(tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    if how == "missing":
+        checkpoint.unlink()
+    else:
+        checkpoint.write_bytes(checkpoint.read_bytes()[:-3])
+    with TimerStore.open(tmp_path, small, clock) as store:
+        assert store.rescued and set(files) <= set(segment_files(tmp_path))
+        assert store.last_source_offset == 99  # what ingest must not take again
+        assert store.stats().pending >= 19  # the 18 left and "late" (and some delivered)
+        clock.advance(20_000)
+        got = [r.id for r in drain(store)]
+    # At least once: everything pending goes, earlier deliveries may repeat; the cancel
+    # holds (its entry is still ahead of the rescued cursor).
+    assert set(IDS[21:]) - {"m30"} | {"late"} <= set(got)
+    assert "m30" not in got
+    assert (tmp_path / "checkpoint.damaged").exists() == (how == "damaged")
+    with TimerStore.open(tmp_path, small, clock) as store:  # and it has a checkpoint again
+        assert not store.rescued and drain(store) == []
+
+
+def test_without_a_checkpoint_damage_inside_the_timer_log_is_refused_not_deleted(
+    tmp_path: Path, small: StoreSettings, clock: ManualClock
+) -> None:
+    build(tmp_path, small, clock)
+    (tmp_path / "checkpoint").unlink()
+    (segment,) = tmp_path.glob("timerlog/*.tlog")
+    raw = bytearray(segment.read_bytes())
+    raw[HEADER_SIZE + 5 * 32 + 9] ^= 1  # entry 5 of 40
+    segment.write_bytes(bytes(raw))
+    files = segment_files(tmp_path)
+    with pytest.raises(IntegrityError, match=r"\.tlog: offset 224: timer-log entry 5 is damaged"):
+        TimerStore.open(tmp_path, small, clock)
+    assert segment_files(tmp_path) == files
+
+
+def test_a_new_store_and_a_store_never_flushed(
+    tmp_path: Path, small: StoreSettings, clock: ManualClock
+) -> None:
+    with TimerStore.open(tmp_path / "new", small, clock) as store:
+        assert not store.rescued and store.stats().pending == 0
+    store = TimerStore.open(tmp_path / "crashed", small, clock)
+    store.append([rec("a", START_MS + 100, offset=0), rec("b", START_MS + 100, offset=1)])
+    store.abandon()  # before its first flush: no checkpoint at all
+    with TimerStore.open(tmp_path / "crashed", small, clock) as store:
+        clock.advance(200)
+        assert [r.id for r in drain(store)] == ["a", "b"]
