@@ -75,7 +75,7 @@ class IdMatcher:
             for hit in candidates.get(zlib.crc32(cancel.id.encode()), ()):
                 if not self._still_pending(hit):
                     continue  # also an id that an earlier item of this call cancelled
-                rec = self._read(hit.cl_pos)
+                rec = self.read(hit.cl_pos)
                 if rec is None or not cancel.applies_to(rec):
                     continue
                 self._cancel(rec, hit.index, hit.slot_ms)
@@ -94,15 +94,15 @@ class IdMatcher:
         self.removed.append(rec)
 
     def on_append(
-        self, records: Sequence[TimerRecord], first: int, slot: npt.NDArray[np.int64]
+        self, records: Sequence[TimerRecord | None], first: int, slot: npt.NDArray[np.int64]
     ) -> None:
         """Cancel appended messages (timer entries ``first``.., ticks ``slot``) that waiting
-        cancels match."""
+        cancels match (None: a damaged record, matched by nothing)."""
         if not self.cancels.waiting:
             return
         waiting = self.cancels.waiting
         for j, r in enumerate(records):
-            if r.id in waiting and self.cancels.match(r):
+            if r is not None and r.id in waiting and self.cancels.match(r):
                 self._cancel(r, first + j, int(slot[j]))
         self.cancels.write_soon()
 
@@ -122,7 +122,7 @@ class IdMatcher:
             for hit in hits:
                 if not self._still_pending(hit):
                     continue
-                rec = self._read(hit.cl_pos)
+                rec = self.read(hit.cl_pos)
                 if rec is not None and (rec.source_offset, generation_of(rec)) in wanted.get(
                     rec.id, ()
                 ):
@@ -165,11 +165,11 @@ class IdMatcher:
         """See :meth:`TimerStore.lookup`."""
         h = zlib.crc32(id.encode())
         for hit in self.timer.find_ids(live_start, {h}).get(h, ()):
-            if self._still_pending(hit) and (rec := self._read(hit.cl_pos)) and rec.id == id:
+            if self._still_pending(hit) and (rec := self.read(hit.cl_pos)) and rec.id == id:
                 return rec
         return None
 
-    def _read(self, cl_pos: int) -> TimerRecord | None:
+    def read(self, cl_pos: int) -> TimerRecord | None:
         """The record at ``cl_pos``, or None if it is damaged: it cannot be matched, and
         is quarantined when it falls due (:mod:`quarantine`)."""
         try:

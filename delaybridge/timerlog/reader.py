@@ -52,24 +52,16 @@ WHOLE_TICK = (1 << 62) - 1
 WINDOW_ENTRIES = 1 << 16
 
 RollWriter = Callable[[list[int], list[int], int], list[tuple[int, str]]]
-"""write_rolls(timer indexes, commit-log positions, read tick): copy messages forward;
-returns (position, what is wrong) of the damaged records it could not copy."""
+"""write_rolls(indexes, commit-log positions, tick): copy forward; -> damaged (pos, why)."""
 
 
 class Reader:
     """Hands out due messages in order and tracks what is done."""
 
     def __init__(
-        self,
-        timer: TimerLog,
-        commit_log: CommitLog,
-        wheel: TimingWheel,
-        cancels: CancelBook,
-        tick_ms: int,
-        done: DeliveryCursor,
-        write_rolls: RollWriter,
-        quarantine: Quarantine,
-    ) -> None:
+        self, timer: TimerLog, commit_log: CommitLog, wheel: TimingWheel, cancels: CancelBook,
+        tick_ms: int, done: DeliveryCursor, write_rolls: RollWriter, quarantine: Quarantine,
+    ) -> None:  # fmt: skip
         self.timer = timer
         self.commit_log = commit_log
         self.wheel = wheel

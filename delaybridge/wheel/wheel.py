@@ -148,15 +148,12 @@ class TimingWheel:
         return np.concatenate(bad) if bad else np.empty(0, dtype=np.intp)
 
     def clear(self) -> None:
-        """Empty every slot (writing only the slots in use, so a sparse file stays so)."""
+        """Empty every slot (writing only the slots in use)."""
         for start in range(0, self.n_slots, 1 << 18):
             part = self.slots[start : start + (1 << 18)]
             used = np.flatnonzero(part["count"] != 0)
             if len(used):
                 part["count"][used] = 0
-
-    def flush(self) -> None:
-        self._mm.flush()
 
     def release_pages(self) -> None:
         self._mm.madvise(mmap.MADV_DONTNEED)
@@ -174,20 +171,18 @@ class TimingWheel:
         return SlotList(count, first, last)
 
     def link(self, time_ms: I64, indexes: I64) -> I64:
-        """Add entries (timer-log ``indexes``, ascending) to their ticks; return their prevs.
-
-        Within the batch, an entry's prev is the batch's previous entry of the same
-        tick; the first of each tick links to the slot's current ``last`` (or -1 when
-        the slot is empty or stale). :meth:`plan_link` then :meth:`apply_link`.
-        """
+        """:meth:`plan_link`, then :meth:`apply_link`; returns the entries' prevs."""
         plan = self.plan_link(time_ms, indexes)
         self.apply_link(plan)
         return plan.prev
 
     def plan_link(self, time_ms: I64, indexes: I64) -> LinkPlan:
-        """What :meth:`link` would do, changing nothing: the store writes the entries
-        first and applies the plan only once they are on disk (an append is all or
-        nothing)."""
+        """How to add entries (timer-log ``indexes``, ascending) to their ticks, changing
+        nothing yet (the store applies it once the entries are on disk).
+
+        Within the batch, an entry's prev is the batch's previous entry of the same
+        tick; the first of each tick links to the slot's current ``last`` (or -1 when
+        the slot is empty or stale)."""
         order = np.argsort(time_ms, kind="stable")
         t_sorted = time_ms[order]
         k_sorted = indexes[order]
