@@ -4,11 +4,13 @@ Without a checkpoint, recovery used to start from empty logs and so delete every
 segment the store had: every pending message gone, silently. Now, when the checkpoint
 is missing or unreadable but segments exist, :func:`rescue` rebuilds one:
 
-1. **Timer log**: the entries of every segment, in order. A sealed segment's data must
-   be whole (its end is the next segment's base); the last one's ends at its first
-   all-zero entry, or at a torn tail (a bad entry followed by no good one). A bad entry
-   anywhere else is damage this cannot repair: IntegrityError naming file and offset,
-   and nothing is deleted. Entries must point to increasing commit-log positions.
+1. **Timer log**: the entries of every segment, in order, from the first whose record
+   is still in the commit log (older ones were passed, their records deleted). A
+   sealed segment's data must be whole (its end is the next segment's base); the last
+   one's ends at its first all-zero entry, or at a torn tail (a bad entry followed by
+   no good one). A bad entry anywhere else is damage this cannot repair: IntegrityError
+   naming file and offset, and nothing is deleted. Entries must point to increasing
+   commit-log positions.
 2. **Commit log**: the record of the last entry must check; entries at the tail whose
    records do not (a batch torn by the crash) are dropped. ``commit_end`` is where
    that record ends.
@@ -68,7 +70,7 @@ def rescue(directory: Path, settings: StoreSettings) -> Checkpoint | None:
     log.error(
         "%s: no usable checkpoint; recovered %d timer-log entries (%d pending) and "
         "commit log up to %d from the segments. Deliveries due since %d may repeat.",
-        directory, ckpt.timer_end - first, sum(ckpt.pending_by_topic.values()),
+        directory, ckpt.timer_end - ckpt.live_start, sum(ckpt.pending_by_topic.values()),
         ckpt.commit_end, ckpt.done_tick_ms,
     )  # fmt: skip
     return ckpt
@@ -138,6 +140,9 @@ def _checkpoint(
     maps: dict[int, mmap.mmap],
 ) -> Checkpoint:
     bases = [base for base, _ in commits]
+    # Entries whose records were deleted (passed, the segment gone) are not live.
+    gone = int(np.searchsorted(timer_codec.positions_of(entries), bases[0] if bases else 1 << 62))
+    entries, first = entries[gone:], first + gone
     cl = timer_codec.positions_of(entries).tolist()
 
     def record(pos: int) -> tuple[mmap.mmap, int, Path] | None:

@@ -131,3 +131,26 @@ def test_a_new_store_and_a_store_never_flushed(
     with TimerStore.open(tmp_path / "crashed", small, clock) as store:
         clock.advance(200)
         assert [r.id for r in drain(store)] == ["a", "b"]
+
+
+def test_a_rescue_starts_at_the_first_entry_whose_record_is_still_there(
+    tmp_path: Path, small: StoreSettings, clock: ManualClock
+) -> None:
+    # Small commit segments, one timer segment: delivered records' commit segments are
+    # deleted while the timer segment still holds their entries.
+    with TimerStore.open(tmp_path, small, clock) as store:
+        for batch in range(7):  # 56 entries: one timer segment (64), two commit ones
+            ids = [f"b{batch}-{i}" for i in range(8)]
+            store.append([rec(id, clock.now_ms() + 100, offset=batch * 8 + i)
+                          for i, id in enumerate(ids)])  # fmt: skip
+            clock.advance(200)
+            drain(store)
+            store.flush(recompute_live=True)
+        store.append([rec("left", clock.now_ms() + 1_000, offset=99)])
+        first_commit = store.commit_log.log.start
+        assert first_commit > 0 and store.timer.start == 0  # the case this is about
+    (tmp_path / "checkpoint").unlink()
+    with TimerStore.open(tmp_path, small, clock) as store:
+        assert store.rescued
+        clock.advance(2_000)
+        assert "left" in {r.id for r in drain(store)}
