@@ -102,7 +102,10 @@ def _recover(
     tick = settings.tick_ms
     ckpt = _load_checkpoint(directory)  # step 2
     loaded = ckpt is not None
-    rescued = ckpt is None and (ckpt := rescue(directory, settings)) is not None
+    found = rescue(directory, settings) if ckpt is None else None
+    rescued = found is not None
+    if found is not None:
+        ckpt = found.checkpoint
     if ckpt is None:
         ckpt = Checkpoint(tick, settings.wheel_slots, done_tick_ms=now_ms // tick * tick)
     for name, have, want in (
@@ -146,6 +149,8 @@ def _recover(
         if not trust:
             wheel.seal_rebuild()
         cancels.open(ckpt.cancel_generation, ckpt.cancel_end, ckpt.done_tick_ms)  # step 7
+        for index, slot_ms in (found.superseded if found is not None else {}).items():
+            cancels.apply(index, slot_ms)  # already rolled: skipped when reached
         wheel.set_stamp(0)  # step 8
         if verify and ckpt.live_start < ckpt.timer_end:  # step 9
             first_cl = timer.entry(ckpt.live_start).cl_pos

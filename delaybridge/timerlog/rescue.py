@@ -19,6 +19,9 @@ is missing or unreadable but segments exist, :func:`rescue` rebuilds one:
    the wheel's window): messages delivered in that span go out again -- at least once,
    each carrying its ``delay-id``. ``last_source_offset`` is the highest source offset
    of a record that checks (records at or below it are not ingested again).
+   A ROLL entry already rolled (its copy is in the log: the same record bytes at a
+   later entry) is skipped like a cancelled one, so it is not rolled -- and delivered
+   -- a second time, and a cancel applied to its copy holds.
 4. **Cancels**: the newest cancel log, read up to its first bad record.
 5. Pending counts are recounted; totals restart at 0; the owner's marks are lost.
 
@@ -32,6 +35,7 @@ import logging
 import mmap
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,7 +50,13 @@ log = logging.getLogger(__name__)
 ENTRY = timer_codec.ENTRY_SIZE
 
 
-def rescue(directory: Path, settings: StoreSettings) -> Checkpoint | None:
+class Rescued(NamedTuple):
+    checkpoint: Checkpoint
+    superseded: dict[int, int]
+    """Timer-log index -> tick of entries already rolled: to skip (as if cancelled)."""
+
+
+def rescue(directory: Path, settings: StoreSettings) -> Rescued | None:
     """A checkpoint for the segments in ``directory``; None if there are none."""
     timers = _segments(directory / "timerlog", "tlog", FileKind.TIMER_LOG)
     commits = _segments(directory / "commitlog", "clog", FileKind.COMMIT_LOG)
@@ -63,17 +73,18 @@ def rescue(directory: Path, settings: StoreSettings) -> Checkpoint | None:
     try:
         for base, path in commits:
             maps[base] = _map(path)
-        ckpt = _checkpoint(directory, settings, entries, first, commits, maps)
+        found = _checkpoint(directory, settings, entries, first, commits, maps)
     finally:
         for mm in maps.values():
             mm.close()
+    ckpt = found.checkpoint
     log.error(
         "%s: no usable checkpoint; recovered %d timer-log entries (%d pending) and "
         "commit log up to %d from the segments. Deliveries due since %d may repeat.",
         directory, ckpt.timer_end - ckpt.live_start, sum(ckpt.pending_by_topic.values()),
         ckpt.commit_end, ckpt.done_tick_ms,
     )  # fmt: skip
-    return ckpt
+    return found
 
 
 def _segments(directory: Path, suffix: str, kind: FileKind) -> list[tuple[int, Path]]:
@@ -138,7 +149,7 @@ def _checkpoint(
     first: int,
     commits: list[tuple[int, Path]],
     maps: dict[int, mmap.mmap],
-) -> Checkpoint:
+) -> Rescued:
     bases = [base for base, _ in commits]
     # Entries whose records were deleted (passed, the segment gone) are not live.
     gone = int(np.searchsorted(timer_codec.positions_of(entries), bases[0] if bases else 1 << 62))
@@ -170,16 +181,32 @@ def _checkpoint(
     done = max(done, int(slot.min()) - settings.tick_ms) if n else done
     pending: Counter[str] = Counter()
     last_offset = -1
-    for row, (pos, slot_ms) in enumerate(zip(cl[:n], slot.tolist(), strict=True)):
-        if length(pos) is None:
+    latest: dict[tuple[int, int, int], int] = {}  # a record's (id hash, crc, length) -> row
+    topics: dict[int, str] = {}
+    hashes = entries["id_hash"].tolist()
+    for row, pos in enumerate(cl[:n]):
+        size = length(pos)
+        if size is None:
             continue  # damaged: quarantined when read
         mm, off, _ = record(pos) or (None, 0, None)
         assert mm is not None
         rec = codec.decode(mm, off, directory)
         last_offset = max(last_offset, rec.source_offset)
-        if slot_ms >= done and first + row not in applied:
-            pending[rec.target_topic] += 1
-    return Checkpoint(
+        latest[(hashes[row], codec.PREFIX.unpack_from(mm, off)[1], size)] = row
+        topics[row] = rec.target_topic
+    # A roll copies a record verbatim: all but the last entry of the same bytes were
+    # rolled already (re-rolling them would deliver twice, and miss a cancel applied to
+    # the copy). They are skipped like cancelled entries.
+    kept = set(latest.values())
+    superseded = {
+        first + row: slot_ms
+        for row, slot_ms in enumerate(slot.tolist())
+        if row in topics and row not in kept and slot_ms >= done
+    }
+    for row, topic in topics.items():
+        if slot[row] >= done and first + row not in applied and first + row not in superseded:
+            pending[topic] += 1
+    ckpt = Checkpoint(
         settings.tick_ms,
         settings.wheel_slots,
         commit_end=end,
@@ -191,6 +218,7 @@ def _checkpoint(
         last_source_offset=last_offset,
         pending_by_topic=dict(pending),
     )
+    return Rescued(ckpt, superseded)
 
 
 def _cancels(directory: Path) -> tuple[int, int, set[int]]:

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from delaybridge.errors import ConfigError, IntegrityError
 from delaybridge.fileformat import HEADER_SIZE
@@ -154,3 +156,63 @@ def test_a_rescue_starts_at_the_first_entry_whose_record_is_still_there(
         assert store.rescued
         clock.advance(2_000)
         assert "left" in {r.id for r in drain(store)}
+
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.lists(st.integers(-2_000, 12_000), min_size=1, max_size=6)),
+        st.tuples(st.just("advance"), st.sampled_from([50, 100, 700, 3_000])),
+        st.tuples(st.just("cancel"), st.integers(0, 1_000)),
+        st.tuples(st.just("flush"), st.just(0)),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=steps, crash=st.booleans())
+def test_a_rescue_loses_nothing_pending_and_keeps_pending_cancels(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, object]], crash: bool
+) -> None:
+    settings_ = StoreSettings(
+        tick_ms=100, wheel_slots=32, commit_segment_bytes=4096, timer_segment_entries=64
+    )
+    directory = tmp_path_factory.mktemp("rescue")
+    clock = ManualClock(START_MS)
+    store = TimerStore.open(directory, settings_, clock)
+    pending: dict[str, int] = {}  # id -> due, of what is not delivered or cancelled
+    due_of: dict[str, int] = {}
+    cancelled: set[str] = set()
+    n = 0
+    for kind, arg in steps:
+        if kind == "append":
+            batch = []
+            for delay in arg:  # type: ignore[attr-defined]
+                n += 1
+                batch.append(rec(f"m{n}", clock.now_ms() + delay, offset=n))
+                pending[f"m{n}"] = due_of[f"m{n}"] = clock.now_ms() + delay
+            store.append(batch)
+        elif kind == "advance":
+            clock.advance(arg)  # type: ignore[arg-type]
+            for r in drain(store):
+                pending.pop(r.id, None)
+        elif kind == "cancel" and pending:
+            id = sorted(pending)[arg % len(pending)]  # type: ignore[operator]
+            if store.cancel([(id, None)]) == [True]:
+                cancelled.add(id)
+                del pending[id]
+        else:
+            store.flush()
+    store.flush()
+    store.abandon() if crash else store.close()
+    (directory / "checkpoint").unlink()
+    not_yet_due = {i for i in cancelled if due_of[i] > clock.now_ms()}
+    with TimerStore.open(directory, settings_, clock) as again:
+        assert again.rescued or n == 0
+        clock.advance(60_000)
+        got = {r.id for r in drain(again)}
+    assert set(pending) <= got, set(pending) - got  # at least once
+    assert not not_yet_due & got  # a cancel of a message still ahead holds
