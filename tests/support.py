@@ -1,4 +1,5 @@
-"""Helpers every test may import: one way to wait on a condition, one way to pick a port.
+"""Helpers every test may import: one way to wait on a condition, one way to pick a port,
+one way to lay a test's settings over a base.
 
 Tests wait on conditions, never on sleeps: :func:`wait_until` polls a condition until it
 holds and fails with a :class:`TimeoutError` that says what it waited for (plus any
@@ -11,7 +12,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -59,3 +60,16 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def overlay(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` laid over it, one level deep: a dict given for a section
+    that is a dict in ``base`` (``store={"tick_ms": 10}``) changes only the keys it names;
+    anything else replaces the value. ``base`` is left as it was."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    return merged

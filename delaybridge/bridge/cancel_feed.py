@@ -5,14 +5,20 @@ never commits to Kafka. Its position is this replica's own, kept next to its sto
 
 1. at start, it resumes from the position saved in ``<data_dir>/cancel-feed.json``, so
    a replica that was down for any length of time reads every cancel it missed; on a
-   first start (no file) it starts ``grace_ms`` back in time;
+   first start (no file) it starts ``keep_recent_ms`` back in time;
 2. a saved position older than what the topic still retains is moved to the oldest
    record, with a warning (cancels older than the topic's retention are gone);
 3. :meth:`CancelFeed.save` writes the position after the stores the cancels were
    applied to were flushed (the service's checkpoint), so a crash re-reads, never skips.
 
-Cancels read in the last ``grace_ms`` are kept (:attr:`CancelFeed.recent`) for stores
-opened later (a partition moving in). One owner thread.
+Cancels read in the last ``keep_recent_ms`` are kept (:attr:`CancelFeed.recent`) for
+stores opened later (a partition moving in). That window must cover the time a
+partition can spend without a live owner: when its owner dies, the group notices one
+session timeout later, and only then does another replica take the partition over; a
+cancel published in between matched nothing anywhere. So the service keeps
+``cancel_grace_ms + 2 * kafka.session_timeout_ms`` (one session timeout to notice, up
+to one more for the rebalance); with only the grace, a grace shorter than the session
+timeout lost such cancels. One owner thread.
 """
 
 from __future__ import annotations
@@ -45,25 +51,28 @@ class CancelFeed:
         self,
         consumer: ConsumerEdge,
         topic: str,
-        grace_ms: int,
+        keep_recent_ms: int,
         tally: Tally,
         data_dir: Path | None = None,
     ) -> None:
-        """``consumer``: an assign-only consumer (it never joins a group); ``data_dir``:
-        where the position is kept (None: not kept, always start ``grace_ms`` back)."""
+        """``consumer``: an assign-only consumer (it never joins a group);
+        ``keep_recent_ms``: how long read cancels stay in :attr:`recent` (see the module
+        docstring); ``data_dir``: where the position is kept (None: not kept, always
+        start ``keep_recent_ms`` back)."""
         self._tally = tally
         self._position_file = None if data_dir is None else data_dir / POSITION_FILE
         self._next: dict[int, int] = {}
         self._saved: dict[int, int] = {}
+        self._rewind_to: dict[int, int] = {}
         self._topic = topic
-        self._grace_ms = grace_ms
+        self._keep_ms = keep_recent_ms
         self._consumer = consumer
         self.recent: deque[tuple[int, CancelRequest]] = deque()
         self._unreadable = 0
 
     def start(self, now_ms: int, timeout_s: float) -> None:
         """Assign every partition of the cancel topic, from the saved position on (or
-        ``now - grace`` on a first start)."""
+        ``now - keep_recent_ms`` on a first start)."""
         deadline = time.monotonic() + timeout_s
         while True:  # a topic created a moment ago may not show its partitions yet
             metadata = self._consumer.list_topics(self._topic, timeout=timeout_s)
@@ -78,7 +87,7 @@ class CancelFeed:
         fresh = [p for p in topic.partitions if p not in saved]
         starts = {p: self._start_of(p, saved[p], timeout_s) for p in topic.partitions if p in saved}
         if fresh:
-            wanted = [TopicPartition(self._topic, p, now_ms - self._grace_ms) for p in fresh]
+            wanted = [TopicPartition(self._topic, p, now_ms - self._keep_ms) for p in fresh]
             found = while_electing(
                 lambda: self._consumer.offsets_for_times(wanted, timeout=timeout_s),
                 f"offsets of cancel topic {self._topic!r}",
@@ -87,6 +96,7 @@ class CancelFeed:
                 starts[tp.partition] = tp.offset if tp.offset >= 0 else self._end(tp, timeout_s)
         self._consumer.assign([TopicPartition(self._topic, p, o) for p, o in starts.items()])
         self._saved = dict(saved)
+        self._rewind_to = dict(starts)
         self._next = dict(starts)  # saved at the first checkpoint, even before any cancel
         if saved:
             log.info("cancel feed resumes at %s (saved position)", dict(sorted(starts.items())))
@@ -127,11 +137,19 @@ class CancelFeed:
             return {int(p): int(o) for p, o in doc["next_offsets"].items()}
         except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError,
                 AttributeError) as exc:  # fmt: skip
-            log.warning("%s unreadable (%s): starting %d ms back", path, exc, self._grace_ms)
+            log.warning("%s unreadable (%s): starting %d ms back", path, exc, self._keep_ms)
             return {}
+
+    def rewind(self) -> None:
+        """Read again from the last saved position (exactly-once mode: the cancels
+        applied since went into an aborted transaction)."""
+        for partition, offset in self._rewind_to.items():
+            self._consumer.seek(TopicPartition(self._topic, partition, offset))
+        self._next = dict(self._rewind_to)
 
     def save(self) -> None:
         """Persist the position (call after the stores the cancels went to are flushed)."""
+        self._rewind_to = self._rewind_to | self._next
         path = self._position_file
         if path is None or self._next == self._saved:
             return
@@ -171,7 +189,7 @@ class CancelFeed:
                 continue
             out.append(request)
             self.recent.append((now_ms, request))
-        while self.recent and self.recent[0][0] < now_ms - self._grace_ms:
+        while self.recent and self.recent[0][0] < now_ms - self._keep_ms:
             self.recent.popleft()
         return out
 

@@ -12,9 +12,12 @@ Protocol (the feed is :mod:`cancel_feed`):
 1. ingest: a cancel record from delay partition P is produced to the cancel topic; P's
    offset commits only once that produce is acknowledged (so it is never lost);
 2. every sidecar's :class:`CancelFeed` consumes the cancel topic from its saved
-   position, and applies each cancel to all open stores;
-3. cancels seen in the last ``cancel_grace_ms`` are kept (:attr:`recent`) and applied to
-   a store when it is opened later (a partition moving in from another sidecar);
+   position (a first start: a window back in time), and applies each cancel to all
+   open stores;
+3. cancels read within that window (``cancel_grace_ms`` plus two session timeouts:
+   how long a dead owner's partitions wait before they move) are kept
+   (:attr:`recent`) and applied to a store when it is opened later (a partition
+   moving in from another sidecar);
 4. each store also keeps a cancel for its own grace period, so a cancel that overtakes
    its message (the message's partition lags) still wins when it arrives.
 

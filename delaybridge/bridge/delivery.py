@@ -13,6 +13,11 @@ fails becomes an :class:`~delaybridge.bridge.attempts.Attempt`, judged by the ru
 and nothing waits in memory) or dead-lettered. Acks resolve their batch; the store's
 cursor moves over a batch once every record of it and before it is resolved.
 
+In exactly-once mode a failed report does not run the rules: its transaction is
+doomed, so the record is remembered (``bridge/poison.py``) and judged when the restart
+makes it due again, before anything is produced; a target that does not exist is
+found from metadata before producing, never by failing a transaction.
+
 Not thread-safe: the service's owner thread calls it; outcomes arrive from
 ``Outbox.poll`` on that thread.
 """
@@ -35,6 +40,7 @@ from delaybridge.bridge.headers import delivered_headers
 from delaybridge.bridge.outbox import Outbox
 from delaybridge.bridge.partition import PartitionState, Role
 from delaybridge.bridge.pipeline import Batch
+from delaybridge.bridge.poison import ExactlyOnceGuard
 from delaybridge.bridge.ratelimit import RateLimits
 from delaybridge.bridge.settings import DeliverySettings
 from delaybridge.bridge.tally import Tally
@@ -56,8 +62,10 @@ class Deliverer:
         tally: Tally,
         retries: RetryQueue,
         changelog: Changelog | None = None,
+        exactly_once: ExactlyOnceGuard | None = None,
     ) -> None:
         self._changelog = changelog
+        self._eos = exactly_once
         self._outbox = outbox
         self._settings = settings
         self._dlt = dead_letter_topic
@@ -136,6 +144,8 @@ class Deliverer:
                 if not self._send(Attempt.of(part, due, batch)):
                     return i - start
                 continue
+            if self._eos is not None and self._eos_failed(part, due, batch, now_s):
+                continue
             headers = delivered_headers(
                 rec.headers, rec.id, prefix + str(rec.source_offset), rec.due_ms
             )
@@ -169,12 +179,26 @@ class Deliverer:
         else:
             self._outcome(Attempt.of(part, due, batch), err, msg)
 
+    # -- exactly-once ---------------------------------------------------------------------
+
+    def _eos_failed(self, part: PartitionState, due: DueRecord, batch: Batch, now_s: float) -> bool:
+        """A record remembered as failed, or whose target does not exist: judged now,
+        without producing it (True); False: produce it."""
+        assert self._eos is not None
+        found = self._eos.before_produce(part.key, due.record, False, now_s)
+        if found is None:
+            return False
+        self._failed(Attempt.of(part, due, batch), found[0])
+        return True
+
     # -- attempts -------------------------------------------------------------------------
 
     def _send(self, attempt: Attempt) -> bool:
         """Produce an attempt (to its target, or to the dead-letter topic once it is
         bound there); False when the producer queue is full (nothing sent)."""
         rec = attempt.due.record
+        if self._eos is not None and self._eos_refused(attempt):
+            return True
         headers = delivered_headers(attempt.headers, rec.id, attempt.origin, attempt.due_ms)
         on_delivery = partial(self._outcome, attempt)
         if attempt.dead_letter is None:
@@ -189,6 +213,19 @@ class Deliverer:
             value, headers = None, shrunk(headers, rec.value, attempt.shrink)
         return self._outbox.send(self._dlt, value, rec.key, headers, on_delivery)
 
+    def _eos_refused(self, attempt: Attempt) -> bool:
+        """:meth:`_eos_failed` for an attempt (a parked retry, a dead letter)."""
+        assert self._eos is not None
+        dlt = attempt.dead_letter is not None
+        found = self._eos.before_produce(attempt.part.key, attempt.due.record, dlt)
+        if found is None:
+            return False
+        attempt.shrink = max(attempt.shrink, found[1])
+        if found[0].code() == RdKafkaError._PURGE_QUEUE:
+            return False  # purged by another record's failure: again, at its step
+        self._failed(attempt, found[0])
+        return True
+
     def _outcome(self, attempt: Attempt, err: RdKafkaError | None, _msg: Message | None) -> None:
         """The delivery report of an attempt (rules: ``bridge/attempts.py``)."""
         if err is None:
@@ -200,6 +237,14 @@ class Deliverer:
             if self._changelog is not None:
                 self._changelog.removed(attempt.part, attempt.due.record)
             return
+        if self._eos is not None:  # its transaction is doomed: judged after the restart
+            dlt = attempt.dead_letter is not None
+            self._eos.remember(attempt.part.key, attempt.due.record, dlt, err, attempt.shrink)
+            return
+        self._failed(attempt, err)
+
+    def _failed(self, attempt: Attempt, err: RdKafkaError) -> None:
+        """The rules for a failed attempt: retry later, shrink, or dead-letter."""
         now_ms = self._clock.now_ms()
         if not attempt.failures:
             attempt.first_failure_ms = now_ms

@@ -125,6 +125,22 @@ class Metrics:
             "dead-lettered as store-corrupt, readable=false ones skipped (logged).",
             ["readable"], registry=r,
         )  # fmt: skip
+        self._txn_committed = Counter(
+            "delaybridge_transactions_committed",
+            "Exactly-once mode: transactions committed (one per commit interval with work).",
+            registry=r,
+        )
+        self._txn_aborted = Counter(
+            "delaybridge_transactions_aborted",
+            "Exactly-once mode: transactions aborted (their partitions restarted from the "
+            "last commit).",
+            registry=r,
+        )
+        self._txn_aborts_in_row = Gauge(
+            "delaybridge_transaction_consecutive_aborts",
+            "Exactly-once mode: aborts since the last commit (alert when it keeps growing).",
+            registry=r,
+        )
         for reason in Reason:  # every code visible at 0 from the first scrape
             self._dead_lettered.labels(reason.value)
         for readable in ("true", "false"):
@@ -157,6 +173,12 @@ class Metrics:
         self._backlog = Gauge(
             "delaybridge_delivery_backlog_messages",
             "Due messages read from the wheel and not yet acknowledged (waiting or in flight).",
+            registry=r,
+        )
+        self._side_unacked = Gauge(
+            "delaybridge_side_writes_unacked",
+            "Cancels and dead letters of bad input written to Kafka and not yet acknowledged "
+            "(in flight or waiting for a retry); the delay-topic offset commit waits for them.",
             registry=r,
         )
         self._paused = Gauge(
@@ -215,6 +237,14 @@ class Metrics:
     def delivery_retried(self, reason: Reason, n: int = 1) -> None:
         self._retries.labels(Reason(reason).value).inc(n)
 
+    def transaction_committed(self) -> None:
+        self._txn_committed.inc()
+        self._txn_aborts_in_row.set(0)
+
+    def transaction_aborted(self, in_row: int) -> None:
+        self._txn_aborted.inc()
+        self._txn_aborts_in_row.set(in_row)
+
     def backpressure_paused(self) -> None:
         self._backpressure_pauses.inc()
 
@@ -252,6 +282,9 @@ class Metrics:
 
     def set_delivery_backlog(self, messages: int) -> None:
         self._backlog.set(messages)
+
+    def set_side_writes_unacked(self, records: int) -> None:
+        self._side_unacked.set(records)
 
     def set_paused(self, directions: Iterable[Direction]) -> None:
         paused = set(directions)

@@ -16,18 +16,28 @@ from :meth:`poll` on the owner thread:
 A full local queue is not an outcome: :meth:`send` returns False and nothing was
 queued; the caller keeps the record and tries again on a later turn.
 
+In exactly-once mode (:attr:`Outbox.transactions` set) every record goes into the
+open transaction (begun by the first send of an interval), a failed report dooms it,
+and reports of an aborted transaction are dropped (their callbacks never run).
+
 Not thread-safe: the service's owner thread calls it.
 """
 
 from __future__ import annotations
 
 import time
+from functools import partial
+from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import Message
 
 from delaybridge.connectors import ProduceError, try_produce
 from delaybridge.connectors.edge import Headers, OnDelivery, ProducerEdge
 from delaybridge.errors import KafkaError
+
+if TYPE_CHECKING:
+    from delaybridge.bridge.transactions import Transactions
 
 
 class Outbox:
@@ -36,6 +46,8 @@ class Outbox:
     def __init__(self, producer: ProducerEdge) -> None:
         self.producer = producer
         self._refused: list[tuple[OnDelivery, RdKafkaError]] = []
+        self.transactions: Transactions | None = None
+        """Exactly-once mode: every send joins this transaction."""
 
     @property
     def in_flight(self) -> int:
@@ -52,12 +64,17 @@ class Outbox:
         partition: int | None = None,
     ) -> bool:
         """Queue one record; False (nothing queued) when the local queue is full."""
+        txns = self.transactions
+        report = on_delivery
+        if txns is not None:
+            txns.ensure_open()
+            report = partial(_in_transaction, txns, txns.epoch, on_delivery)
         try:
             return try_produce(
                 self.producer, topic, value, key,
-                partition=partition, headers=headers, on_delivery=on_delivery,
+                partition=partition, headers=headers, on_delivery=report,
             )  # fmt: skip
-        except ProduceError as exc:
+        except ProduceError as exc:  # refused locally: never part of the transaction
             self._refused.append((on_delivery, _error_of(exc)))
         return True
 
@@ -90,6 +107,23 @@ class Outbox:
         """Wait up to ``timeout_s`` for every outcome; returns how many are still open."""
         self.poll(0)
         return self.producer.flush(max(0.0, timeout_s)) + len(self._refused)
+
+
+def _in_transaction(
+    txns: Transactions,
+    epoch: int,
+    on_delivery: OnDelivery,
+    err: RdKafkaError | None,
+    msg: Message | None,
+) -> None:
+    """A report in exactly-once mode: dropped if its transaction was aborted; a
+    failure dooms the open transaction (Kafka would refuse to commit it)."""
+    if epoch != txns.epoch:
+        return
+    if err is not None:
+        where = msg.topic() if msg is not None else "?"
+        txns.doom(f"a record to {where!r} failed: {err.str()} [{err.name()}]")
+    on_delivery(err, msg)
 
 
 def _error_of(exc: ProduceError) -> RdKafkaError:

@@ -51,6 +51,7 @@ class PartitionState:
     revoking: bool = False
     rolled_seen: int = 0  # the store's rolled_total already reported to the metrics
     corrupt_seen: tuple[int, int] = (0, 0)  # its corrupt/unreadable totals, likewise
+    side_unacked: int = 0  # cancels and dead letters of its records not yet acked (side.py)
 
     def __post_init__(self) -> None:
         self.pipeline = DeliveryPipeline(self.store)

@@ -9,7 +9,14 @@ for a partition another replica owns now. Labels: ``topic`` (a delay topic) and
 
 from __future__ import annotations
 
+import logging
+
+from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from delaybridge.connectors.edge import ConsumerEdge
+
+log = logging.getLogger(__name__)
 
 
 class PartitionMetrics:
@@ -88,6 +95,16 @@ class PartitionMetrics:
 
     def set_delay_topic_partitions(self, topic: str, partitions: int) -> None:
         self._delay_partitions.labels(topic).set(partitions)
+
+    def count_delay_topic(self, consumer: ConsumerEdge, topic: str) -> None:
+        """Publish the delay topic's partition count (to find partitions nobody owns)."""
+        try:
+            found = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        except KafkaException as exc:
+            log.warning("partition count of %r unknown: %s", topic, exc)
+            return
+        if found is not None and found.partitions:
+            self.set_delay_topic_partitions(topic, len(found.partitions))
 
     def forget(self, topic: str, partition: int) -> None:
         """Drop a released partition's series (a no-op for series never set)."""

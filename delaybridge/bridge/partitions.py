@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from confluent_kafka import KafkaException, TopicPartition
 
@@ -40,6 +41,17 @@ from delaybridge.connectors.edge import ConsumerEdge
 from delaybridge.timerlog import Clock, StoreSettings
 
 log = logging.getLogger(__name__)
+
+
+class TransactionHooks(Protocol):
+    """What a rebalance does to the open transaction (``bridge/exactly_once.py``)."""
+
+    def commit(self, consumer: ConsumerEdge) -> bool: ...
+
+    def abort(self, why: str) -> None: ...
+
+    @property
+    def alive(self) -> bool: ...  # False once the producer failed fatally
 
 
 class Partitions:
@@ -70,6 +82,8 @@ class Partitions:
         self.by_key: dict[PartKey, PartitionState] = {}
         self.rebalanced = False
         """True once the group assigned us partitions at least once (readiness)."""
+        self.transaction: TransactionHooks | None = None
+        """Exactly-once mode: revoke commits the transaction, lost aborts it."""
 
     def __iter__(self) -> Iterator[PartitionState]:
         return iter(self.by_key.values())
@@ -80,7 +94,43 @@ class Partitions:
     # -- rebalance callbacks (inside consume(), on the owner thread) ---------------------
 
     def on_assign(self, consumer: ConsumerEdge, partitions: list[TopicPartition]) -> None:
+        if self.transaction is not None and not self.transaction.commit(consumer):
+            self.reopen(consumer)  # commit first: opening big stores may outlast the txn
         committed = consumer.committed(partitions, timeout=30) if partitions else []
+        starts, restoring = self._open(consumer, committed)
+        for topic in {tp.topic for tp in partitions}:
+            self._metrics.partitions.count_delay_topic(consumer, topic)
+        consumer.incremental_assign(starts)
+        self._flow.on_assigned(starts)
+        if restoring:
+            consumer.pause(restoring)  # resumed once restored (bridge/restoring.py)
+        self.rebalanced = True
+
+    def reopen(self, consumer: ConsumerEdge) -> None:
+        """Exactly-once mode, after an abort: drop every owned partition's store as it
+        is (no flush: it holds the aborted transaction's changes) and open it again
+        from the last commit, as a restart would."""
+        keys = list(self.by_key)
+        for key in keys:
+            self.close(key, abandon=True)
+        if self.feed is not None:
+            self.feed.rewind()  # the aborted transaction's cancels are applied again
+        tps = [TopicPartition(topic, partition) for topic, partition in keys]
+        if not tps:
+            return
+        starts, restoring = self._open(consumer, consumer.committed(tps, timeout=30))
+        for tp in starts:
+            consumer.seek(tp)
+        if not self._flow.ingest_paused:
+            consumer.resume([tp for tp in starts if tp not in restoring])
+        if restoring:
+            consumer.pause(restoring)
+
+    def _open(
+        self, consumer: ConsumerEdge, committed: list[TopicPartition]
+    ) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """Open the stores of ``committed`` (partitions with their committed offsets);
+        returns (where each resumes, those restoring first)."""
         starts = []
         restoring = []
         for tp in committed:
@@ -114,29 +164,21 @@ class Partitions:
                 else "resuming",
                 start,
             )
-        for topic in {tp.topic for tp in partitions}:
-            self._count_partitions(consumer, topic)
-        consumer.incremental_assign(starts)
-        self._flow.on_assigned(starts)
-        if restoring:
-            consumer.pause(restoring)  # resumed once restored (bridge/restoring.py)
-        self.rebalanced = True
-
-    def _count_partitions(self, consumer: ConsumerEdge, topic: str) -> None:
-        """Publish the delay topic's partition count (to find partitions nobody owns)."""
-        try:
-            found = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        except KafkaException as exc:
-            log.warning("partition count of %r unknown: %s", topic, exc)
-            return
-        if found is not None and found.partitions:
-            self._metrics.partitions.set_delay_topic_partitions(topic, len(found.partitions))
+        return starts, restoring
 
     def on_revoke(self, consumer: ConsumerEdge, partitions: list[TopicPartition]) -> None:
         keys = [(tp.topic, tp.partition) for tp in partitions]
         for key in keys:
             if key in self.by_key:
                 self.by_key[key].revoking = True
+        if self.transaction is not None:  # exactly-once: commit, then hand over
+            committed = self.transaction.commit(consumer)
+            for key in keys:
+                self.close(key, abandon=not committed)
+            consumer.incremental_unassign(partitions)
+            if not committed and self.transaction.alive:
+                self.reopen(consumer)
+            return
         if self.restoring is not None:  # write-behind values out before the handover
             self.restoring.changelog.write_all([self.by_key[k] for k in keys if k in self.by_key])
         self.drain(keys, time.monotonic() + self._grace_s)
@@ -146,9 +188,13 @@ class Partitions:
         consumer.incremental_unassign(partitions)
 
     def on_lost(self, consumer: ConsumerEdge, partitions: list[TopicPartition]) -> None:
+        if self.transaction is not None:  # its work on them must not commit
+            self.transaction.abort("partitions lost")
         for tp in partitions:
-            self.close((tp.topic, tp.partition))
+            self.close((tp.topic, tp.partition), abandon=self.transaction is not None)
         consumer.incremental_unassign(partitions)
+        if self.transaction is not None and self.transaction.alive:
+            self.reopen(consumer)
 
     # -- durability and release -----------------------------------------------------------
 
@@ -163,6 +209,23 @@ class Partitions:
         while busy() and time.monotonic() < deadline_s:
             self._outbox.poll(0.05)
 
+    def commit_at_least_once(self, consumer: ConsumerEdge, deadline_s: float | None = None) -> bool:
+        """The at-least-once checkpoint: changelog values out, reports served (until
+        ``deadline_s`` at shutdown), then :meth:`flush_and_commit`."""
+        if self.restoring is not None:
+            self.restoring.changelog.write_all(list(self.by_key.values()))  # write-behind
+        if deadline_s is None:
+            self._outbox.poll(0)
+        else:
+            self.drain(None, deadline_s)
+            self._outbox.flush(deadline_s - time.monotonic())
+        return self.flush_and_commit(consumer)
+
+    def next_due_ms(self, default_ms: int) -> int:
+        """The earliest next due time of any owned store, or ``default_ms``."""
+        due = [d for p in self.by_key.values() if (d := p.store.next_due_ms()) is not None]
+        return min([default_ms, *due])
+
     def flush_and_commit(
         self, consumer: ConsumerEdge, keys: Iterable[PartKey] | None = None, *, sync: bool = False
     ) -> bool:
@@ -172,19 +235,8 @@ class Partitions:
         flushed = True
         for part in self._select(keys)():
             if self.restoring is not None and part.role is Role.ACTIVE:
-                changelog = self.restoring.changelog
-                changelog.progress(part)
-                position = changelog.position(part)
-                if position is not None and SEEDING_MARK not in part.store.marks:
-                    part.store.marks[MARK] = position
-            try:
-                part.flush()
-            except OSError as exc:
-                if exc.errno not in NO_SPACE:
-                    raise
-                # Its offset stays where the last flush left it; the next flush retries.
-                log.warning("%s: cannot flush, no space left (%s)", part.name, exc)
-                self._flow.set_disk_full(True)
+                self.restoring.changelog.progress(part)
+            if not self.flush_one(part):
                 flushed = False
                 continue
             position = part.offsets.take_commit()
@@ -201,14 +253,34 @@ class Partitions:
             log.warning("offset commit failed (retried at the next flush): %s", exc)
         return flushed
 
-    def close(self, key: PartKey) -> None:
-        """Close one partition's store (flushed; its offset is the caller's business)."""
+    def flush_one(self, part: PartitionState) -> bool:
+        """Flush ``part``'s store with the changelog offset it now covers (mark
+        ``changelog``); False when there is no space: its offset stays where the last
+        flush left it, the next flush retries."""
+        if self.restoring is not None and part.role is Role.ACTIVE:
+            position = self.restoring.changelog.position(part)
+            if position is not None and SEEDING_MARK not in part.store.marks:
+                part.store.marks[MARK] = position
+        try:
+            part.flush()
+        except OSError as exc:
+            if exc.errno not in NO_SPACE:
+                raise
+            log.warning("%s: cannot flush, no space left (%s)", part.name, exc)
+            self._flow.set_disk_full(True)
+            return False
+        return True
+
+    def close(self, key: PartKey, *, abandon: bool = False) -> None:
+        """Close one partition's store (flushed; its offset is the caller's business);
+        ``abandon``: without a flush, as if the process died (exactly-once aborts)."""
         part = self.by_key.pop(key, None)
         if part is None:
             return
         if self.restoring is not None:
             self.restoring.forget(part)
-        part.close()
+        part.pipeline.close()
+        (part.store.abandon if abandon else part.store.close)()
         self._metrics.partitions.forget(part.topic, part.partition)
         log.info("released %s", part.name)
 

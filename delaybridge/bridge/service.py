@@ -13,17 +13,16 @@ One loop turn (:meth:`Service.turn`):
    (``bridge/restoring.py``), retry what failed and is due again
    (``bridge/backoff.py``), then deliver what is due, within the in-flight bound
    (``bridge/delivery.py``);
-6. serve delivery reports (``bridge/outbox.py``): acks resolve batches, failures retry
-   or dead-letter.
+6. serve delivery reports (``bridge/outbox.py``): acks resolve batches, failures retry.
 
 Every ``flush_interval_ms``: flush the stores, then commit the delay-topic offsets they
-cover (never ahead of the data, DESIGN §4); publish metrics (``bridge/telemetry.py``)
-and re-evaluate flow control (``bridge/flow.py``).
+cover (never ahead of the data, DESIGN §4) — in exactly-once mode, every
+``transaction_interval_ms``: commit the transaction, then flush (``exactly_once.py``);
+publish metrics (``telemetry.py``), re-evaluate flow control (``flow.py``).
 
 SIGTERM (or :meth:`stop`) ends the loop: ingest stops, in-flight deliveries are awaited
-for up to ``shutdown_grace_ms``, stores are flushed, offsets committed, clients closed.
-Every store is touched only by this thread; the HTTP thread talks to it through
-:attr:`Service.control`, whose calls are queued and answered between turns.
+for up to ``shutdown_grace_ms``, stores flushed, offsets committed, clients closed. Only
+this thread touches stores; the HTTP thread goes through :attr:`Service.control`.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import TopicPartition
@@ -43,6 +43,7 @@ from delaybridge.bridge.backoff import RetryQueue
 from delaybridge.bridge.cancel_feed import CancelFeed
 from delaybridge.bridge.cancels import CancelLedger
 from delaybridge.bridge.delivery import Deliverer
+from delaybridge.bridge.exactly_once import ExactlyOnce, eos_parts
 from delaybridge.bridge.flow import FlowControl
 from delaybridge.bridge.ingest import Ingestor
 from delaybridge.bridge.metrics import Metrics
@@ -56,7 +57,6 @@ from delaybridge.bridge.telemetry import Telemetry
 from delaybridge.bridge.tuning import CONSUMER_OVERRIDES, producer_overrides, store_settings_for
 from delaybridge.connectors import KafkaClients, ensure_topics
 from delaybridge.connectors.edge import ClientFactory
-from delaybridge.errors import ConfigError
 from delaybridge.timerlog import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
@@ -76,8 +76,6 @@ class Service:
         clock: Clock = SYSTEM_CLOCK,
         clients: ClientFactory | None = None,
     ) -> None:
-        if settings.delivery.exactly_once:
-            raise ConfigError("delivery.exactly_once=true is not implemented yet; see README")
         s = settings
         self.settings = settings
         self.clock = clock
@@ -88,22 +86,22 @@ class Service:
         self.tally = Tally()
         self.retries = RetryQueue()
         on_error = {"error_cb": self._client_error}
-        self.outbox = Outbox(self._clients.producer(producer_overrides(s) | on_error))
+        make_producer = partial(self._clients.producer, producer_overrides(s) | on_error)
+        self.outbox = Outbox(make_producer())
         self.consumer = self._clients.consumer(CONSUMER_OVERRIDES | on_error)
+        self.transactions, poisoned, guard = eos_parts(s, self.outbox, self.consumer,
+                                                       self.metrics, make_producer)  # fmt: skip
         self.flow = FlowControl(
-            s.store.max_pending_messages,
-            s.max_delivery_backlog,
-            s.store.min_free_bytes,
+            s.store.max_pending_messages, s.max_delivery_backlog, s.store.min_free_bytes,
             self._flow_changed,
-        )
+        )  # fmt: skip
         self.flow.attach(self.consumer)
         grace_ms = self.store_settings.cancel_grace_ms
-        feed_consumer = self._clients.consumer(
-            {"group.id": f"{s.kafka.group_id}.cancel-feed"}, group=False
-        )
-        self.feed = CancelFeed(
-            feed_consumer, s.cancel_topic, grace_ms, self.tally, s.store.data_dir
-        )
+        feed_consumer = self._clients.consumer({"group.id": f"{s.kafka.group_id}.cancel-feed"},
+                                               group=False)  # fmt: skip
+        keep_ms = grace_ms + 2 * s.kafka.session_timeout_ms  # bridge/cancel_feed.py says why
+        self.feed = CancelFeed(feed_consumer, s.cancel_topic, keep_ms, self.tally,
+                               s.store.data_dir)  # fmt: skip
         self.admin = self._clients.admin()
         state = kafka_state.build(
             s, self._clients, self.outbox, self.retries, clock, self.admin, self.flow,
@@ -113,38 +111,35 @@ class Service:
         removed = self.changelog.removed_by_store if self.changelog is not None else None
         self.ledger = CancelLedger(grace_ms, self.tally, on_removed=removed)
         self.partitions = Partitions(
-            s.store.data_dir,
-            self.store_settings,
-            clock,
-            self.outbox,
-            self.metrics,
-            self.flow,
+            s.store.data_dir, self.store_settings, clock, self.outbox, self.metrics, self.flow,
             s.shutdown_grace_ms / 1000,
-        )
+        )  # fmt: skip
         self.partitions.feed = self.feed
         if state is not None:
             self.partitions.restoring, self.partitions.standbys = state.restoring, state.standbys
         dlt = s.dead_letter_topic
-        side = SideWriter(self.outbox, self.retries, clock)
+        side = SideWriter(self.outbox, self.retries, clock, poisoned)
         self.ingestor = Ingestor(
             rules, side, dlt, s.cancel_topic, self.tally, clock, self.changelog
         )
         self.deliverer = Deliverer(
-            self.outbox, s.delivery, dlt, clock, self.tally, self.retries, self.changelog
+            self.outbox, s.delivery, dlt, clock, self.tally, self.retries, self.changelog, guard
         )
+        txns, changelog = self.transactions, self.changelog
+        self.exactly_once = None if txns is None or changelog is None else ExactlyOnce(
+            self.partitions, self.outbox, txns, changelog)  # fmt: skip
+        self.partitions.transaction = self.exactly_once
         self.telemetry = Telemetry(
             self.metrics, self.tally, self.partitions.restoring, self.partitions.standbys
         )
         self.control = AdminControl(
-            s.kafka.group_id,
-            s.cancel_topic,
-            self.partitions,
-            self.ledger,
-            self.outbox,
-            self.flow,
-            clock,
-        )
+            s.kafka.group_id, s.cancel_topic, self.partitions, self.ledger, self.outbox,
+            self.flow, clock,
+        )  # fmt: skip
         self._stop = threading.Event()
+        self._checkpoint_ms = (
+            s.delivery.transaction_interval_ms if self.exactly_once else s.store.flush_interval_ms
+        )
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -157,7 +152,7 @@ class Service:
         self.start()
         if on_ready is not None:
             on_ready()
-        flush_s = self.settings.store.flush_interval_ms / 1000
+        flush_s = self._checkpoint_ms / 1000
         next_flush = time.monotonic()
         try:
             while not self._stop.is_set():
@@ -179,6 +174,8 @@ class Service:
                 s.cancel_topic: {"retention.ms": str(7 * 86_400_000)},
             },
         )
+        if self.transactions is not None:
+            self.transactions.init()  # fences our previous incarnation, aborts its txn
         self.feed.start(self.clock.now_ms(), timeout_s=30)
         p = self.partitions
         self.consumer.subscribe(
@@ -223,19 +220,29 @@ class Service:
 
     def checkpoint(self) -> None:
         """Every flush interval: durability, then metrics and flow control."""
-        if self.changelog is not None:
-            self.changelog.write_all(list(self.partitions))  # write-behind values
-            self.outbox.poll(0)
-        if self.partitions.flush_and_commit(self.consumer):
+        if self.exactly_once is not None:
+            self._commit_transaction()
+        elif self.partitions.commit_at_least_once(self.consumer):
             self.feed.save()  # after the stores its cancels went to are flushed
         load = self.telemetry.publish(self.partitions, self.consumer, self.outbox.in_flight)
         free = shutil.disk_usage(self.settings.store.data_dir).free
         self.metrics.set_store_free_bytes(free)
         # Writes that wait for acks (changelog values, side writes) count too: a broker
-        # that stops answering must not let ingest queue without bound.
-        backlog = max(load.backlog, load.queued)
+        # that stops answering must not let ingest queue without bound; so do writes
+        # waiting for their next try (dead letters a refusing topic bounced).
+        backlog = max(load.backlog, load.queued + len(self.retries))
         if self.flow.update(load.pending, backlog, free):
             self.metrics.backpressure_paused()
+
+    def _commit_transaction(self) -> None:
+        """Exactly-once mode's checkpoint (``bridge/exactly_once.py``): commit, or abort
+        and restart every partition from the last commit (backing off when it repeats)."""
+        assert self.exactly_once is not None
+        fatal = self.exactly_once.checkpoint(self.consumer, self._stop.wait)
+        if fatal is not None:
+            log.critical("%s; stopping", fatal)
+            self.control.fail(fatal)
+            self.stop()
 
     def _rewind(self, full: list[TopicPartition]) -> None:
         """Appends failed for want of disk space: read those records again later."""
@@ -268,15 +275,11 @@ class Service:
         if self.outbox.in_flight or any(p.pipeline.held for p in self.partitions):
             return 0.005
         now = self.clock.now_ms()
-        wake = now + self.settings.store.tick_ms
-        for part in self.partitions:
-            due = part.store.next_due_ms()
-            if due is not None:
-                wake = min(wake, due)
+        wake = self.partitions.next_due_ms(now + self.settings.store.tick_ms)
         retry = self.retries.next_ms()
         if retry is not None:
             wake = min(wake, retry)
-        return max(0.0, min(wake - now, self.settings.store.flush_interval_ms) / 1000)
+        return max(0.0, min(wake - now, self._checkpoint_ms) / 1000)
 
     def shutdown(self) -> None:
         """Drain in-flight deliveries (bounded by the grace), flush, commit, close."""
@@ -286,11 +289,9 @@ class Service:
         assignment = self.consumer.assignment()
         if assignment:
             self.consumer.pause(assignment)
-        if self.changelog is not None:
-            self.changelog.write_all(list(self.partitions))
-        self.partitions.drain(None, deadline)
-        self.outbox.flush(deadline - time.monotonic())
-        if self.partitions.flush_and_commit(self.consumer):
+        if self.exactly_once is not None:
+            self._commit_transaction()
+        elif self.partitions.commit_at_least_once(self.consumer, deadline):
             self.feed.save()
         self.consumer.close()  # revokes: stores flushed, offsets committed, closed
         self.partitions.close_all()

@@ -43,6 +43,10 @@ class StoreSettingsModel(_Section):
     # Ingest pauses while the data directory has less free space than this (delivery
     # goes on, and frees space); it resumes by itself once there is room again.
     min_free_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
+    # How long a cancel that matched nothing waits for its message (it may still arrive
+    # from a lagging delay-topic partition), and how far back a replica's cancel feed
+    # reads on its very first start (later starts resume where it stopped).
+    cancel_grace_ms: int = Field(default=60_000, ge=0)
 
 
 class DeliverySettings(_Section):
@@ -56,7 +60,18 @@ class DeliverySettings(_Section):
     retry_unavailable_ms: int = Field(default=3_600_000, ge=0)
     # Optional per-target-topic rate limits, messages per second.
     rate_limits_per_s: dict[str, float] = Field(default_factory=dict)
+    # Exactly-once (Kafka transactions, docs/architecture.md "Exactly-once"): deliveries,
+    # changelog writes, side writes and the delay-topic offsets commit together, every
+    # transaction_interval_ms. Needs the changelog.
     exactly_once: bool = False
+    transaction_interval_ms: int = Field(default=100, gt=0)
+    # A transaction not committed within this is aborted by the broker (a hung replica
+    # cannot hold read_committed consumers back for longer). Must not exceed the
+    # broker's transaction.max.timeout.ms (default 15 min).
+    transaction_timeout_ms: int = Field(default=10_000, ge=1_000)
+    # The producer's transactional.id; empty: "<group>-<kafka.instance_id>" with static
+    # membership, else "<group>-<uuid>" kept in the data directory (transactional-id).
+    transactional_id: str = ""
     linger_ms: int = Field(default=5, ge=0)
     compression_type: str = "lz4"
 
@@ -149,6 +164,15 @@ class Settings(BaseSettings):
             except re.error as exc:
                 raise ValueError(f"not a regular expression: {exc}") from exc
         return value
+
+    @model_validator(mode="after")
+    def _exactly_once_needs_changelog(self) -> Settings:
+        if self.delivery.exactly_once and not self.changelog.enabled:
+            raise ValueError(
+                "delivery.exactly_once=true needs changelog.enabled=true: the committed "
+                "changelog is what says which messages are still pending after a restart"
+            )
+        return self
 
     @model_validator(mode="after")
     def _admin_token_off_loopback(self) -> Settings:

@@ -13,6 +13,10 @@ write (``bridge/offsets.py``), and nothing is ever dropped:
 5. the partition was closed meanwhile → given up: its offset was never committed, so
    the next owner reads the record again.
 
+In exactly-once mode a failure dooms the transaction instead (every partition restarts
+from the last commit and reads the record again); a dead letter refused as too large is
+remembered (``bridge/poison.py``) and written shrunk on that next read.
+
 Not thread-safe: the service's owner thread calls it.
 """
 
@@ -29,6 +33,7 @@ from delaybridge.bridge.backoff import RetryQueue, backoff_ms
 from delaybridge.bridge.deadletter import shrunk
 from delaybridge.bridge.outbox import Outbox
 from delaybridge.bridge.partition import PartitionState
+from delaybridge.bridge.poison import Poisoned
 from delaybridge.connectors.edge import Headers
 from delaybridge.errors import KafkaError
 from delaybridge.timerlog import Clock
@@ -58,14 +63,23 @@ class SideWrite:
 class SideWriter:
     """Writes side records with the guarantees of the module docstring."""
 
-    def __init__(self, outbox: Outbox, retries: RetryQueue, clock: Clock) -> None:
+    def __init__(
+        self, outbox: Outbox, retries: RetryQueue, clock: Clock, poisoned: Poisoned | None = None
+    ) -> None:
         self._outbox = outbox
         self._retries = retries
         self._clock = clock
+        self._poisoned = poisoned
+        """Exactly-once mode: side writes that failed in an aborted transaction."""
 
     def write(self, w: SideWrite) -> None:
         """Start a side write (step 1); its offset commits once it is acked."""
+        if self._poisoned:
+            remembered = self._poisoned.peek(_key(w))
+            if remembered is not None:
+                w.shrink_step = remembered[1]
         w.part.offsets.produce_started(w.offset)
+        w.part.side_unacked += 1
         try:
             self._send_blocking(w)
         except KafkaError as exc:  # no room in the producer queue for a long while
@@ -85,10 +99,15 @@ class SideWriter:
     def _outcome(self, w: SideWrite, err: RdKafkaError | None, _msg: Message | None) -> None:
         if err is None:
             w.part.offsets.produce_acked(w.offset)  # step 2
+            w.part.side_unacked -= 1
             return
         if w.part.closed:
             return  # step 5
-        if w.shrinkable and err.code() in _TOO_LARGE and w.shrink_step < 2:
+        too_large = w.shrinkable and err.code() in _TOO_LARGE and w.shrink_step < 2
+        if self._poisoned is not None:  # exactly-once: the transaction is doomed
+            self._poisoned.remember(_key(w), err, w.shrink_step + too_large)
+            return
+        if too_large:
             w.shrink_step += 1  # step 3
             log.warning(
                 "%r refused %s as too large (%s); writing it without its %s",
@@ -109,3 +128,7 @@ def _payload(w: SideWrite) -> tuple[bytes | None, Headers]:
     if not w.shrink_step:
         return w.value, w.headers
     return None, shrunk(w.headers, w.value, w.shrink_step)
+
+
+def _key(w: SideWrite) -> tuple[object, ...]:
+    return ("side", w.part.key, w.offset, w.topic)

@@ -70,13 +70,14 @@ class Telemetry:
             m.observe_lateness_ms(t.lateness_ms)
 
         pending_by_topic: dict[str, int] = {}
-        pending = backlog = 0
+        pending = backlog = side_unacked = 0
         lag_s = 0.0
         owned = list(parts)
         for part in owned:
             stats = part.store.stats()
             pending += stats.pending
             backlog += part.pipeline.in_flight
+            side_unacked += part.side_unacked
             for topic, n in stats.pending_by_topic.items():
                 pending_by_topic[topic] = pending_by_topic.get(topic, 0) + n
             lag_s = max(lag_s, stats.read_lag_ms / 1000)
@@ -115,6 +116,7 @@ class Telemetry:
         m.set_wheel_read_lag_seconds(lag_s)
         m.set_in_flight(in_flight)
         m.set_delivery_backlog(backlog)
+        m.set_side_writes_unacked(side_unacked)
         m.set_assigned_partitions(len(owned))
         m.heartbeat()
         return Load(pending, backlog, in_flight)

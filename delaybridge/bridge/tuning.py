@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from delaybridge.bridge.settings import Settings
+from delaybridge.bridge.transactions import transactional_id
 from delaybridge.timerlog import StoreSettings
 
 _STORE_DELAY_MARGIN_MS = 7 * 86_400_000  # producers' clocks may run ahead of ours
@@ -21,15 +22,33 @@ def store_settings_for(settings: Settings) -> StoreSettings:
         tick_ms=settings.store.tick_ms,
         wheel_slots=settings.store.wheel_slots or defaults.wheel_slots,
         max_delay_ms=settings.store.max_delay_ms + _STORE_DELAY_MARGIN_MS,
+        cancel_grace_ms=settings.store.cancel_grace_ms,
     )
     store.validate()
     return store
 
 
 def producer_overrides(settings: Settings) -> dict[str, Any]:
-    """librdkafka settings of the sidecar's producer, on top of the edge's defaults."""
+    """librdkafka settings of the sidecar's producer, on top of the edge's defaults.
+
+    Exactly-once mode makes it transactional; its ``retry.backoff.ms`` is short because
+    ``send_offsets_to_transaction`` right after a commit meets the coordinator's
+    CONCURRENT_TRANSACTIONS and retries: 10 ms instead of 100 took a commit interval
+    from ~105 to ~20 ms on the local broker (docs/benchmarks.md).
+    """
     d = settings.delivery
-    return {
+    eos: dict[str, Any] = {}
+    if d.exactly_once:
+        k = settings.kafka
+        tid = transactional_id(d.transactional_id, k.group_id, k.instance_id,
+                               settings.store.data_dir)  # fmt: skip
+        eos = {
+            "transactional.id": tid,
+            "transaction.timeout.ms": d.transaction_timeout_ms,
+            "message.timeout.ms": d.transaction_timeout_ms,
+            "retry.backoff.ms": 10,
+        }
+    return eos | {
         "linger.ms": d.linger_ms,
         "compression.type": d.compression_type,
         "allow.auto.create.topics": False,

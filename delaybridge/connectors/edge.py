@@ -60,6 +60,25 @@ class ProducerEdge(Protocol):
         """Records queued or in flight whose delivery report has not been served."""
         ...
 
+    # Transactions (a producer built with ``transactional.id``; exactly-once mode).
+    # Each raises KafkaException whose error says retriable(), txn_requires_abort() or
+    # fatal() (a fenced producer is fatal).
+
+    def init_transactions(self, timeout: float = -1) -> None: ...
+
+    def begin_transaction(self) -> None: ...
+
+    def send_offsets_to_transaction(
+        self, positions: list[TopicPartition], group_metadata: Any, timeout: float = -1
+    ) -> None:
+        """Commit these consumer positions with the transaction, as the group member
+        ``group_metadata`` describes (a member of an older generation is fenced)."""
+        ...
+
+    def commit_transaction(self, timeout: float = -1) -> None: ...
+
+    def abort_transaction(self, timeout: float = -1) -> None: ...
+
 
 class ConsumerEdge(Protocol):
     """The consumer side: a group member (delay topics) or assign-only (cancel feed)."""
@@ -119,6 +138,10 @@ class ConsumerEdge(Protocol):
     ) -> list[TopicPartition]: ...
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any: ...
+
+    def consumer_group_metadata(self) -> Any:
+        """This member's group, generation and member id, for send_offsets_to_transaction."""
+        ...
 
     def close(self) -> None: ...
 

@@ -79,6 +79,13 @@ def add_reconcile_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="late when delivered this long after due (default tick + 1s = 1100ms)",
     )
+    p.add_argument(
+        "--exactly-once",
+        action="store_true",
+        default=None,
+        help="any duplicate fails the run (default: the sidecar config's "
+        "delivery.exactly_once; at-least-once only reports duplicates)",
+    )
     p.add_argument("--out", type=Path, default=Path("reconcile-report"), help="output directory")
     p.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     p.add_argument("--examples", type=int, default=20, help="offending ids listed per kind")
@@ -127,6 +134,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         "jar_cache_dir": args.jar_cache or default_jar_cache(),
         "offline": args.offline,
     }
+    if getattr(args, "exactly_once", None):
+        overrides["exactly_once"] = True
     if args.late_after is not None:
         overrides["late_after_ms"] = duration("late-after", args.late_after)
     if args.target_topic:

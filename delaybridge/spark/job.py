@@ -149,6 +149,7 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
             snapshot=_snapshot_dict(delay_ranges + target_ranges),
             lateness_histogram=histogram,
             examples=examples,
+            exactly_once=settings.exactly_once,
         )
         # Timings so far go into report.json; the write itself is in the returned report.
         report = dataclasses.replace(

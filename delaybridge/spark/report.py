@@ -120,6 +120,8 @@ class Report:
     elapsed_s: float = 0.0
     # Wall-clock seconds per step of the job (snapshot, classify, join, ...).
     step_s: dict[str, float] = field(default_factory=dict)
+    # Exactly-once mode: a duplicate is a failure too.
+    exactly_once: bool = False
 
     @property
     def failures(self) -> list[str]:
@@ -129,6 +131,8 @@ class Report:
             found.append(f"{self.totals.missing} missing")
         if self.totals.early:
             found.append(f"{self.totals.early} early")
+        if self.exactly_once and self.totals.duplicated:
+            found.append(f"{self.totals.duplicated} duplicated (exactly-once mode)")
         return found
 
     @property

@@ -10,7 +10,9 @@ Judgement, per scheduled message (docs/reconciliation.md has the full table):
 * *due* when ``due_ms <= as_of_ms - grace_ms`` — the grace leaves the sidecar time to
   deliver what fell due just before the snapshot;
 * *early* when delivered before ``due_ms``; *late* when delivered more than
-  ``late_after_ms`` after it (default: one 100 ms tick plus 1 s of processing).
+  ``late_after_ms`` after it (default: one 100 ms tick plus 1 s of processing);
+* *duplicated* when delivered more than once: reported, and a failure of the run when
+  the sidecar runs exactly-once (``exactly_once``).
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ class ReconcileSettings:
     offline: bool = False
     # How many offending ids per kind the JSON report lists (all of them go to Parquet).
     examples: int = 20
+    # The sidecar runs exactly-once: a duplicate fails the run (targets are read
+    # read_committed either way, so aborted transactions never count).
+    exactly_once: bool = False
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -110,6 +115,7 @@ class ReconcileSettings:
             "rules": HeaderRules.from_settings(sidecar),
             "kafka_options": dict(sidecar.kafka.client),
             "late_after_ms": sidecar.store.tick_ms + 1_000,
+            "exactly_once": sidecar.delivery.exactly_once,
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]

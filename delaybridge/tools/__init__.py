@@ -6,7 +6,9 @@ child process, so they may import any part and no part imports them.
 
 * :func:`delaybridge.tools.demo.run_demo` — ``delaybridge demo``;
 * :func:`delaybridge.tools.e2e.run_e2e` — ``delaybridge bench e2e``;
-* :func:`delaybridge.tools.passthrough.run_passthrough` — the benchmark's ceiling.
+* :func:`delaybridge.tools.passthrough.run_passthrough` — the benchmark's ceiling;
+* :mod:`delaybridge.tools.bench_kit` — the cluster (given, or a local broker) and the
+  JSON and table that every ``bench`` command shares.
 
 ``delaybridge.tools.cli`` registers the two commands. (The repository's top-level
 ``tools/`` directory holds maintainers' scripts; it is not this package.)

@@ -15,19 +15,17 @@ failover: the survivor only hears of the death when the dead member's session en
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import signal
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from delaybridge.connectors import KafkaClients, KafkaSettings, ensure_topics
-from delaybridge.tools.e2e.sidecar import SidecarProcess, free_port
+from delaybridge.tools.bench_kit import bench_cluster, report
+from delaybridge.tools.e2e.sidecar import SidecarProcess
 from delaybridge.tools.e2e.traffic import fill
 
 _RESTORED = re.compile(r"restored (\S+): (\d+) changelog records in ([\d.]+) s")
@@ -35,37 +33,19 @@ _RESTORED = re.compile(r"restored (\S+): (\d+) changelog records in ([\d.]+) s")
 
 def run_failover_bench(args: argparse.Namespace) -> int:
     console = Console()
-    with tempfile.TemporaryDirectory(prefix="delaybridge-failover-") as tmp:
-        work = Path(tmp)
-        broker = None
-        bootstrap = args.bootstrap
-        if not bootstrap:
-            from delaybridge.connectors.localkafka import LocalKafka
-
-            broker = LocalKafka(
-                work / "kafka", port=free_port(), controller_port=free_port(), heap_mb=1024
-            )
-            broker.start(timeout_s=120)
-            bootstrap = broker.bootstrap
-        try:
-            clients = KafkaClients(KafkaSettings(bootstrap_servers=bootstrap))
-            results = [
-                _one(console, clients, work / f"s{k}", args.pending, k, args.session_timeout_ms)
-                for k in (0, 1)
-            ]
-        finally:
-            if broker is not None:
-                broker.stop()
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"failover": results}, indent=2))
-    table = Table(title="delaybridge bench failover")
-    table.add_column("metric")
-    for row in results:
-        table.add_column(f"standby_replicas={row['standby_replicas']}", justify="right")
-    for metric in results[0]:
-        table.add_row(metric, *(str(row[metric]) for row in results))
-    console.print(table)
-    console.print(f"JSON written to {args.json}")
+    kafka = KafkaSettings(bootstrap_servers=args.bootstrap) if args.bootstrap else None
+    with bench_cluster("delaybridge-failover-", kafka) as (work, clients):
+        results = [
+            _one(console, clients, work / f"s{k}", args.pending, k, args.session_timeout_ms)
+            for k in (0, 1)
+        ]
+    report(
+        console,
+        args.json,
+        "failover",
+        results,
+        lambda run: f"standby_replicas={run['standby_replicas']}",
+    )
     return 0
 
 

@@ -14,14 +14,11 @@ Prints a table and writes JSON (``bench-results/restore.json`` by default).
 from __future__ import annotations
 
 import argparse
-import json
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from delaybridge.bridge.offsets import OffsetTracker
 from delaybridge.bridge.partition import PartitionState
@@ -30,7 +27,7 @@ from delaybridge.connectors import KafkaClients, KafkaSettings, ensure_topics, p
 from delaybridge.timerlog import StoreSettings, TimerRecord, TimerStore
 from delaybridge.timerlog.changelog_codec import ID_HEADER, key_of, value_of
 from delaybridge.timerlog.commit_codec import encode_batch
-from delaybridge.tools.e2e.sidecar import free_port
+from delaybridge.tools.bench_kit import bench_cluster, report
 
 VALUE = b"x" * 100
 HEADERS = (("trace", b"abc"),)
@@ -39,34 +36,10 @@ HEADERS = (("trace", b"abc"),)
 def run_restore_bench(args: argparse.Namespace) -> int:
     console = Console()
     sizes = [int(s) for s in str(args.pending).split(",")]
-    with tempfile.TemporaryDirectory(prefix="delaybridge-restore-") as tmp:
-        work = Path(tmp)
-        broker = None
-        bootstrap = args.bootstrap
-        if not bootstrap:
-            from delaybridge.connectors.localkafka import LocalKafka
-
-            broker = LocalKafka(
-                work / "kafka", port=free_port(), controller_port=free_port(), heap_mb=1024
-            )
-            broker.start(timeout_s=120)
-            bootstrap = broker.bootstrap
-        try:
-            clients = KafkaClients(KafkaSettings(bootstrap_servers=bootstrap))
-            results = [_one(console, clients, work / f"n{n}", n) for n in sizes]
-        finally:
-            if broker is not None:
-                broker.stop()
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"restore": results}, indent=2))
-    table = Table(title="delaybridge bench restore")
-    table.add_column("metric")
-    for row in results:
-        table.add_column(f"{row['pending']:,} pending", justify="right")
-    for metric in results[0]:
-        table.add_row(metric, *(str(row[metric]) for row in results))
-    console.print(table)
-    console.print(f"JSON written to {args.json}")
+    kafka = KafkaSettings(bootstrap_servers=args.bootstrap) if args.bootstrap else None
+    with bench_cluster("delaybridge-restore-", kafka) as (work, clients):
+        results = [_one(console, clients, work / f"n{n}", n) for n in sizes]
+    report(console, args.json, "restore", results, lambda run: f"{run['pending']:,} pending")
     return 0
 
 

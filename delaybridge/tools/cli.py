@@ -2,6 +2,7 @@
 
 delaybridge demo [--work-dir var/demo] [--port 39092] [--no-report]   # the README's command
 delaybridge bench e2e [--config FILE | --bootstrap HOST:PORT] [--messages N] [--only ...]
+                      [--exactly-once]
 delaybridge bench restore [--bootstrap HOST:PORT] [--pending 1000000,10000000]
 """
 
@@ -32,7 +33,21 @@ def register(commands: Any, bench: Any) -> None:
     e2e.add_argument("--rate", type=int, default=5_000, help="steady rate, msg/s")
     e2e.add_argument("--tick-messages", type=int, default=1_000_000, help="records in one tick")
     e2e.add_argument("--json", type=Path, default=Path("bench-results/e2e.json"))
-    e2e.add_argument("--only", choices=("throughput", "lateness", "tick"), action="append")
+    e2e.add_argument(
+        "--only", choices=("throughput", "lateness", "tick", "cancels"), action="append",
+        help="measurements to run (default: throughput, lateness, tick; cancels only "
+        "when named)",
+    )  # fmt: skip
+    e2e.add_argument(
+        "--cancel-pending", type=int, default=1_000_000,
+        help="cancels: messages pending far in the future before the orders start",
+    )  # fmt: skip
+    e2e.add_argument("--order-rate", type=int, default=1_000, help="cancels: orders/s")
+    e2e.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="also measure exactly-once mode (throughput and lateness) in the same run",
+    )
     e2e.set_defaults(handler=_e2e)
 
     restore = bench.add_parser("restore", help="rebuild a store from its changelog: rate")

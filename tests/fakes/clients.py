@@ -111,10 +111,35 @@ class FakeProducer:
         else:
             if partition < 0:
                 partition = zlib.crc32(q.key) % len(parts) if q.key is not None else 0
-            offset = self.cluster.append(q.topic, partition, q.key, q.value, q.headers)
+            offset = self._append(q, partition)
+        if err is not None:
+            self._failed(err)
         msg = Message(topic=q.topic, partition=partition, offset=offset, key=q.key, value=q.value)
         if q.on_delivery is not None:
             q.on_delivery(err, msg)
+
+    def _append(self, q: _Queued, partition: int) -> int:
+        return self.cluster.append(q.topic, partition, q.key, q.value, q.headers)
+
+    def _failed(self, err: KafkaError) -> None:
+        """A delivery failed (a transactional producer must then abort)."""
+
+    # Transactions: only a producer built with transactional.id (tests/fakes/transactions).
+    def init_transactions(self, timeout: float = -1) -> None:
+        raise KafkaException(KafkaError(KafkaError._NOT_CONFIGURED, "no transactional.id"))
+
+    def begin_transaction(self) -> None:
+        self.init_transactions()
+
+    def send_offsets_to_transaction(self, positions: Any, group_metadata: Any,
+                                    timeout: float = -1) -> None:  # fmt: skip
+        self.init_transactions()
+
+    def commit_transaction(self, timeout: float = -1) -> None:
+        self.init_transactions()
+
+    def abort_transaction(self, timeout: float = -1) -> None:
+        self.init_transactions()
 
 
 def _take(rules: list[Rule], topic: str) -> int | None:
@@ -176,12 +201,14 @@ class FakeConsumer:
             else:
                 self.incremental_unassign(tps)
         out: list[Message] = []
+        committed = self.config.get("isolation.level", "read_committed") == "read_committed"
         for (topic, part), pos in list(self.positions.items()):
             if (topic, part) in self.paused:
                 continue
-            end = self.cluster.end(topic, part)
+            end = self.cluster.end(topic, part, committed)
             while pos < end and len(out) < num_messages:
-                out.append(self.cluster.message(topic, part, pos))
+                if not (committed and self.cluster.aborted(topic, part, pos)):
+                    out.append(self.cluster.message(topic, part, pos))
                 pos += 1
             self.positions[(topic, part)] = pos
         return out
@@ -263,6 +290,9 @@ class FakeConsumer:
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         return self.cluster.metadata(topic)
 
+    def consumer_group_metadata(self) -> Any:
+        return SimpleNamespace(group_id=self.group_id, member=self)
+
     def close(self) -> None:
         revoke = self._callbacks.get("revoke")
         if revoke is not None and self.positions:
@@ -342,7 +372,13 @@ class FakeClients:
     consumers: list[FakeConsumer] = field(default_factory=list)
 
     def producer(self, overrides: Mapping[str, Any] | None = None) -> FakeProducer:
-        producer = FakeProducer(self.cluster, dict(overrides or {}))
+        config = dict(overrides or {})
+        if "transactional.id" in config:
+            from tests.fakes.transactions import TransactionalProducer
+
+            producer: FakeProducer = TransactionalProducer(self.cluster, config)
+        else:
+            producer = FakeProducer(self.cluster, config)
         self.producers.append(producer)
         return producer
 

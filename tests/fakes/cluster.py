@@ -21,14 +21,31 @@ CREATE_TIME = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME
 OFFSET_INVALID = -1001
 
 
+@dataclass(eq=False)
+class Txn:
+    """A producer transaction; its records are visible to read_committed readers once
+    ``status`` is committed, never once aborted, and stop them while it is open."""
+
+    status: str = "open"  # open | committed | aborted
+
+
 @dataclass(frozen=True)
 class Stored:
-    """One record in a partition's log."""
+    """One record in a partition's log (``txn``: written by a transaction)."""
 
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]] | None
     timestamp_ms: int
+    txn: Txn | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self.txn is not None and self.txn.status == "aborted"
+
+    @property
+    def open(self) -> bool:
+        return self.txn is not None and self.txn.status == "open"
 
 
 @dataclass
@@ -43,6 +60,8 @@ class FakeCluster:
     """Where record timestamps come from when none is given (default: wall clock)."""
     groups: dict[str, list[Any]] = field(default_factory=dict)
     """Consumer group -> its members (FakeConsumer), in the order they joined."""
+    txn_owners: dict[str, Any] = field(default_factory=dict)
+    """transactional.id -> the producer that initialized it last (the others are fenced)."""
 
     def create_topic(
         self, name: str, partitions: int = 1, config: dict[str, str] | None = None
@@ -60,13 +79,14 @@ class FakeCluster:
         value: bytes | None,
         headers: Any = None,
         timestamp_ms: int | None = None,
+        txn: Txn | None = None,
     ) -> int:
         """Append one record; returns its offset."""
         log = self.topics[topic][partition]
         ts = timestamp_ms
         if ts is None:
             ts = self.clock.now_ms() if self.clock is not None else time.time_ns() // 1_000_000
-        log.append(Stored(key, value, _bytes_headers(headers), ts))
+        log.append(Stored(key, value, _bytes_headers(headers), ts, txn))
         return len(log) - 1
 
     def message(self, topic: str, partition: int, offset: int) -> Message:
@@ -82,15 +102,27 @@ class FakeCluster:
         )
 
     def records(self, topic: str) -> list[Message]:
-        """Every record of ``topic``, partition by partition (for assertions)."""
+        """Every committed record of ``topic``, partition by partition: what a
+        read_committed consumer reads (for assertions)."""
         return [
             self.message(topic, p, o)
             for p, log in enumerate(self.topics.get(topic, []))
             for o in range(len(log))
+            if not log[o].aborted and not log[o].open
         ]
 
-    def end(self, topic: str, partition: int) -> int:
-        return len(self.topics[topic][partition])
+    def end(self, topic: str, partition: int, read_committed: bool = False) -> int:
+        """The high watermark; for read_committed, the first offset of a transaction
+        still open (the last stable offset)."""
+        log = self.topics[topic][partition]
+        if read_committed:
+            for offset, rec in enumerate(log):
+                if rec.open:
+                    return offset
+        return len(log)
+
+    def aborted(self, topic: str, partition: int, offset: int) -> bool:
+        return self.topics[topic][partition][offset].aborted
 
     def metadata(self, topic: str | None = None) -> Any:
         """What ``list_topics`` returns: ``.topics[name].partitions`` and ``.error``."""

@@ -5,22 +5,20 @@ checked for what the chart promises (volume per replica, probes, static membersh
 drain time, secrets kept out of the ConfigMap), the ConfigMap is loaded by the
 sidecar's own settings loader, and scripts/check-chart validates every manifest with
 kubeconform against Kubernetes' schemas. helm missing is a failure, not a skip:
-``scripts/install-helm`` builds it.
+``scripts/install-helm`` builds it. That `config` mirrors the sidecar's settings (keys,
+bounds, defaults) needs no helm: tests/unit/bridge/test_settings_chart.py.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from pydantic import BaseModel
 
-from delaybridge.bridge.settings import Settings, load
+from delaybridge.bridge.settings import ChangelogSettings, Settings, load
 from delaybridge.cli import build_parser
 from delaybridge.spark.cli import settings_from_args
 from tests.integration.chart_config import (
@@ -38,9 +36,6 @@ from tests.integration.chart_config import (
 
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 INVALID_VALUES = sorted((CHART / "ci" / "invalid").glob("*.yaml"))
-# Settings the chart sets itself (volume path, listen address, pod name, token) instead
-# of taking them from `config`.
-CHART_OWNED = {"store.data_dir", "http.host", "http.admin_token", "kafka.instance_id"}
 
 
 @pytest.fixture(scope="module")
@@ -225,40 +220,57 @@ def test_config_change_rolls_the_pods(helm: str) -> None:
     assert checksum() != checksum("--set", "config.store.tick_ms=50")
 
 
-def _setting_paths(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            yield from _setting_paths(annotation, f"{prefix}{name}.")
-        else:
-            yield f"{prefix}{name}"
+def test_persistence_off_puts_the_stores_on_an_emptydir(helm: str) -> None:
+    emptydir = ("-f", str(CHART / "ci" / "emptydir-values.yaml"))
+    spec = one(render(helm, *emptydir), "StatefulSet")["spec"]
+    assert not {"volumeClaimTemplates", "persistentVolumeClaimRetentionPolicy"} & spec.keys()
+    volumes = {v["name"]: v for v in spec["template"]["spec"]["volumes"]}
+    assert volumes["data"] == {"name": "data", "emptyDir": {"sizeLimit": "4Gi"}}
+    container = spec["template"]["spec"]["containers"][0]
+    assert {"name": "data", "mountPath": "/var/lib/delaybridge"} in container["volumeMounts"]
+    sts = one(render(helm, *emptydir, "--set", "persistence.emptyDir.sizeLimit="), "StatefulSet")
+    assert {"name": "data", "emptyDir": {}} in sts["spec"]["template"]["spec"]["volumes"]
 
 
-def _schema_paths(schema: dict[str, Any], prefix: str = "") -> Iterator[str]:
-    for name, sub in schema.get("properties", {}).items():
-        if sub.get("type") == "object" and "properties" in sub:
-            yield from _schema_paths(sub, f"{prefix}{name}.")
-        else:
-            yield f"{prefix}{name}"
+@pytest.mark.parametrize(
+    "changelog_off",
+    [
+        ("--set", "config.changelog.enabled=false"),
+        ("--set", "extraEnv[0].name=DELAYBRIDGE_CHANGELOG__ENABLED",
+         "--set-string", "extraEnv[0].value=off"),
+    ],
+    ids=["config", "extraEnv"],
+)  # fmt: skip
+def test_emptydir_is_refused_with_the_changelog_off(
+    helm: str, changelog_off: tuple[str, ...]
+) -> None:
+    """An emptyDir would then hold the only copy of the pending messages."""
+    base = ("template", "rel", str(CHART), "--set", "config.kafka.bootstrap_servers=k:9092")
+    done = run_helm(helm, *base, "--set", "persistence.enabled=false", *changelog_off)
+    assert done.returncode != 0, "persistence.enabled=false accepted with the changelog off"
+    assert "persistence.enabled=false puts each replica's stores on an emptyDir" in done.stderr
+    assert "turn the changelog on or keep persistence.enabled=true" in done.stderr
+    with_claims = render(helm, *base[3:], *changelog_off)
+    assert "volumeClaimTemplates" in one(with_claims, "StatefulSet")["spec"]
 
 
-def test_values_schema_covers_every_sidecar_setting() -> None:
-    """`config` mirrors the sidecar's settings: a new setting must reach the chart."""
-    schema = yaml.safe_load((CHART / "values.schema.json").read_text(encoding="utf-8"))
-    in_schema = set(_schema_paths(schema["properties"]["config"]))
-    in_settings = set(_setting_paths(Settings)) - CHART_OWNED
-    assert in_settings - in_schema == set(), "settings missing from values.schema.json"
-    assert in_schema - in_settings == set(), "values.schema.json has keys the sidecar rejects"
-    values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
-    assert set(_value_paths(values["config"])) <= in_schema
-
-
-def _value_paths(tree: dict[str, Any], prefix: str = "") -> Iterator[str]:
-    for name, value in tree.items():
-        if isinstance(value, dict) and value and name not in ("client", "routes"):
-            yield from _value_paths(value, f"{prefix}{name}.")
-        else:
-            yield f"{prefix}{name}"
+def test_changelog_settings_reach_the_sidecar(
+    helm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    default = render(helm, "--set", "config.kafka.bootstrap_servers=k:9092")
+    assert load_rendered_config(default, tmp_path, monkeypatch).changelog == ChangelogSettings()
+    manifests = render(
+        helm,
+        "-f", str(CHART / "ci" / "emptydir-values.yaml"),
+        "--set", "config.changelog.topic_template=state-{topic}",
+        "--set-json", "config.changelog.min_cleanable_dirty_ratio=0.25",
+    )  # fmt: skip
+    changelog = load_rendered_config(manifests, tmp_path, monkeypatch).changelog
+    assert changelog == ChangelogSettings(
+        topic_template="state-{topic}", standby_replicas=1, restore_batch_records=20_000,
+        min_cleanable_dirty_ratio=0.25,
+    )  # fmt: skip
+    assert changelog.topic_for("delaybridge", "delay") == "state-delay"
 
 
 @pytest.mark.parametrize("values", INVALID_VALUES, ids=lambda p: p.name)

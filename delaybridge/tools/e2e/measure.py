@@ -2,6 +2,8 @@
 
 Each creates its own topics (names carry a timestamp, so runs never share data), starts
 its own sidecar child and returns a flat dict of numbers for the JSON and the table.
+Throughput and lateness run twice, with the changelog on (the default) and off, so the
+changelog's cost is measured in the same run (keys ending ``_no_changelog``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ from rich.console import Console
 
 from delaybridge.connectors import KafkaClients, ensure_topics
 from delaybridge.tools.e2e.sidecar import SidecarProcess
-from delaybridge.tools.e2e.traffic import count_arrivals, fill, steady
+from delaybridge.tools.e2e.traffic import LiveArrivals, count_arrivals, fill, steady
 from delaybridge.tools.passthrough import run_passthrough
+
+#: The sidecar's default tick, which the benchmark's children run with.
+TICK_MS = 100
 
 
 def _topics(clients: KafkaClients, prefix: str, *kinds: str) -> list[str]:
@@ -26,9 +31,12 @@ def _topics(clients: KafkaClients, prefix: str, *kinds: str) -> list[str]:
     return names
 
 
-def throughput(console: Console, clients: KafkaClients, work: Path, n: int) -> dict[str, Any]:
+def throughput(
+    console: Console, clients: KafkaClients, work: Path, n: int, exactly_once: bool = False
+) -> dict[str, Any]:
     """N records already due: the sidecar's delivery rate vs the passthrough ceiling, with
-    the changelog on (the default) and off, in the same run on the same data."""
+    the changelog on (the default) and off, in the same run on the same data; with
+    ``exactly_once``, exactly-once mode too, against at-least-once (changelog on)."""
     delay, delay_off, target, target_off, src, dst = _topics(
         clients, "tp", "delay", "delay-nocl", "out", "out-nocl", "src", "dst"
     )
@@ -49,7 +57,19 @@ def throughput(console: Console, clients: KafkaClients, work: Path, n: int) -> d
     on = _sidecar_rate(console, clients, work / "on", delay, target, n, {})
     off = _sidecar_rate(console, clients, work / "off", delay_off, target_off, n, _NO_CHANGELOG)
     ceiling_rate = float(ceiling.get("messages_per_s", 0.0))
-    return {
+    eos: dict[str, Any] = {}
+    if exactly_once:
+        delay_eos, target_eos = _topics(clients, "tp", "delay-eos", "out-eos")
+        fill(clients, delay_eos, n, headers_to(target_eos), console)
+        rate = _sidecar_rate(console, clients, work / "eos", delay_eos, target_eos, n, EOS)
+        eos = {
+            "exactly_once_msgs_per_s": round(rate["rate"]),
+            "exactly_once_vs_at_least_once": round(rate["rate"] / on["rate"], 3)
+            if on["rate"]
+            else None,
+            "exactly_once_peak_rss_mb": round(rate["rss"], 1),
+        }
+    return eos | {
         "messages": n,
         "delivered": on["delivered"],
         "sidecar_msgs_per_s": round(on["rate"]),
@@ -64,6 +84,7 @@ def throughput(console: Console, clients: KafkaClients, work: Path, n: int) -> d
 
 
 _NO_CHANGELOG = {"changelog": {"enabled": False}}
+EOS = {"delivery": {"exactly_once": True}}
 
 
 def _sidecar_rate(
@@ -76,7 +97,8 @@ def _sidecar_rate(
     overrides: dict[str, Any],
 ) -> dict[str, float]:
     """Start a sidecar on ``delay``; time from its first delivery to the n-th ack."""
-    console.print(f"sidecar {'(changelog off) ' if overrides else ''}...")
+    label = {"changelog": "(changelog off) ", "delivery": "(exactly-once) "}
+    console.print(f"sidecar {''.join(label[k] for k in overrides)}...")
     side = SidecarProcess(clients.settings, work, delay, **overrides)
     try:
         seen, first, last = count_arrivals(clients, target, n, timeout_s=900)
@@ -93,13 +115,48 @@ def _sidecar_rate(
 
 
 def lateness(
-    console: Console, clients: KafkaClients, work: Path, rate: int, seconds: int
+    console: Console,
+    clients: KafkaClients,
+    work: Path,
+    rate: int,
+    seconds: int,
+    exactly_once: bool = False,
 ) -> dict[str, Any]:
-    """A steady stream with 1–5 s delays: how late (or early) each record arrives."""
+    """A steady stream with 1–5 s delays: how late (or early) each record arrives, with
+    the changelog on (the default) and off, one after the other in the same run; with
+    ``exactly_once``, exactly-once mode too (keys ending ``_exactly_once``)."""
+    on = _steady_lateness(console, clients, work / "on", rate, seconds, {})
+    off = _steady_lateness(console, clients, work / "off", rate, seconds, _NO_CHANGELOG)
+    eos: dict[str, Any] = {}
+    if exactly_once:
+        eos = _steady_lateness(console, clients, work / "eos", rate, seconds, EOS)
+        eos["lateness_p99_target_ms"] = TICK_MS + 150
+    return {
+        "rate_msgs_per_s": rate,
+        "seconds": seconds,
+        **on,
+        **{f"{key}_no_changelog": value for key, value in off.items()},
+        **{f"{key}_exactly_once": value for key, value in eos.items()},
+        "tick_ms": TICK_MS,
+        "lateness_p99_target_ms": TICK_MS + 50,
+    }
+
+
+def _steady_lateness(
+    console: Console,
+    clients: KafkaClients,
+    work: Path,
+    rate: int,
+    seconds: int,
+    overrides: dict[str, Any],
+) -> dict[str, Any]:
     delay, target = _topics(clients, "lt", "delay", "out")
-    side = SidecarProcess(clients.settings, work, delay)
+    side = SidecarProcess(clients.settings, work, delay, **overrides)
+    label = {"changelog": " (changelog off)", "delivery": " (exactly-once)"}
     try:
-        with console.status(f"steady {rate} msg/s for {seconds} s"):
+        arrivals = LiveArrivals(clients, target)
+        status = f"steady {rate} msg/s for {seconds} s{''.join(label[k] for k in overrides)}"
+        with console.status(status):
             n = steady(
                 clients,
                 delay,
@@ -110,26 +167,25 @@ def lateness(
                     ("delay-ms", str(1000 + (i * 7919) % 4000)),
                 ],
             )
-        late: list[int] = []
-        seen, _, _ = count_arrivals(clients, target, n, timeout_s=60, lateness=late)
+        seen = arrivals.finish(n, timeout_s=60)
         rss = side.peak_rss_mb()
     finally:
         side.stop()
-    late.sort()
+    late = sorted(arrivals.stamped)
+    visible = sorted(arrivals.visible)
 
-    def pct(p: float) -> int:
-        return late[min(len(late) - 1, int(p * len(late)))] if late else -1
+    def pct(p: float, values: list[int] = late) -> int:
+        return values[min(len(values) - 1, int(p * len(values)))] if values else -1
 
     return {
-        "rate_msgs_per_s": rate,
-        "seconds": seconds,
         "sent": n,
         "delivered": seen,
         "lateness_p50_ms": pct(0.50),
         "lateness_p99_ms": pct(0.99),
         "lateness_max_ms": late[-1] if late else -1,
+        "visible_lateness_p50_ms": pct(0.50, visible),
+        "visible_lateness_p99_ms": pct(0.99, visible),
         "early": sum(1 for x in late if x < 0),
-        "tick_ms": 100,
         "sidecar_peak_rss_mb": round(rss, 1),
     }
 

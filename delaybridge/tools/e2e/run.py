@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import platform
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +13,12 @@ from rich.console import Console
 from rich.table import Table
 
 from delaybridge.connectors import KafkaClients, KafkaSettings
+from delaybridge.tools.bench_kit import bench_cluster
 from delaybridge.tools.e2e import measure
-from delaybridge.tools.e2e.sidecar import free_port
+from delaybridge.tools.e2e.cancels import cancel_heavy
 
 MEASUREMENTS = ("throughput", "lateness", "tick")
+"""What runs by default; ``cancels`` (issue 13's shop case) runs only when named."""
 
 
 def run_e2e(args: argparse.Namespace) -> int:
@@ -27,23 +28,8 @@ def run_e2e(args: argparse.Namespace) -> int:
     a local broker is started in a temporary directory and stopped afterwards.
     """
     console = Console()
-    with tempfile.TemporaryDirectory(prefix="delaybridge-bench-") as tmp:
-        work = Path(tmp)
-        broker = None
-        kafka = _cluster(args)
-        if kafka is None:
-            from delaybridge.connectors.localkafka import LocalKafka
-
-            broker = LocalKafka(
-                work / "kafka", port=free_port(), controller_port=free_port(), heap_mb=1024
-            )
-            broker.start(timeout_s=120)
-            kafka = KafkaSettings(bootstrap_servers=broker.bootstrap)
-        try:
-            results = _run_all(console, KafkaClients(kafka), work, args)
-        finally:
-            if broker is not None:
-                broker.stop()
+    with bench_cluster("delaybridge-bench-", _cluster(args)) as (work, clients):
+        results = _run_all(console, clients, work, args)
     results["machine"] = {
         "cpus": os.cpu_count(),
         "platform": platform.platform(),
@@ -73,14 +59,19 @@ def _run_all(
 ) -> dict[str, Any]:
     only = set(args.only or MEASUREMENTS)
     results: dict[str, Any] = {}
+    eos = bool(getattr(args, "exactly_once", False))
     if "throughput" in only:
-        results["throughput"] = measure.throughput(console, clients, work / "t", args.messages)
+        results["throughput"] = measure.throughput(console, clients, work / "t", args.messages, eos)
     if "lateness" in only:
         results["lateness"] = measure.lateness(
-            console, clients, work / "l", args.rate, args.steady_s
+            console, clients, work / "l", args.rate, args.steady_s, eos
         )
     if "tick" in only:
         results["tick"] = measure.one_tick(console, clients, work / "k", args.tick_messages)
+    if "cancels" in only:
+        results["cancels"] = cancel_heavy(
+            console, clients, work / "c", args.cancel_pending, args.order_rate, args.steady_s
+        )
     return results
 
 

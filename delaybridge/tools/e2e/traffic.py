@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -85,3 +86,47 @@ def steady(
         producer.poll(0)
     producer.flush(30)
     return n
+
+
+class LiveArrivals:
+    """Reads a target topic (read_committed) *while* traffic runs, so lateness counts
+    from when a consumer could see each record, not only from its broker timestamp:
+    in exactly-once mode a record is visible only once its transaction commits."""
+
+    def __init__(self, clients: KafkaClients, topic: str) -> None:
+        self.stamped: list[int] = []
+        """broker timestamp − ``delay-due-ms``, per record"""
+        self.visible: list[int] = []
+        """the moment this reader received it − ``delay-due-ms``, per record"""
+        self.ids: list[str] = []
+        """``delay-id`` of each record, in arrival order"""
+        self._consumer = clients.reader()
+        self._consumer.subscribe([topic])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="arrivals", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            batch = self._consumer.consume(200, timeout=0.005)  # small: a timely receive time
+            now_ms = time.time() * 1000
+            for msg in batch:
+                if msg.error():
+                    continue
+                for name, raw in headers_of(msg):
+                    if name == "delay-id" and raw is not None:
+                        self.ids.append(raw.decode(errors="replace"))
+                    elif name == "delay-due-ms" and raw is not None:
+                        due = int(raw)
+                        self.stamped.append(msg.timestamp()[1] - due)
+                        self.visible.append(round(now_ms - due))
+
+    def finish(self, n: int, timeout_s: float) -> int:
+        """Wait for ``n`` records (or the timeout); stop reading; how many arrived."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.visible) < n and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling another thread's count, bounded by the deadline
+        self._stop.set()
+        self._thread.join(10)
+        self._consumer.close()
+        return len(self.visible)

@@ -98,3 +98,18 @@ static group member id, the admin token and the Kafka client secrets.
       key: {{ $secretKey }}
 {{- end }}
 {{- end }}
+
+{{/*
+"true" unless the sidecar's changelog is turned off, in `config.changelog.enabled` or by a
+DELAYBRIDGE_CHANGELOG__ENABLED variable in `extraEnv` (which wins over the file, and
+which the sidecar parses as pydantic does: false, f, no, n, off, 0).
+*/}}
+{{- define "delaybridge.changelogEnabled" -}}
+{{- $enabled := dig "changelog" "enabled" true .Values.config }}
+{{- range .Values.extraEnv }}
+{{- if and (eq (toString .name) "DELAYBRIDGE_CHANGELOG__ENABLED") (hasKey . "value") }}
+{{- $enabled = not (has (lower (toString .value)) (list "false" "f" "no" "n" "off" "0")) }}
+{{- end }}
+{{- end }}
+{{- $enabled }}
+{{- end }}

@@ -27,7 +27,7 @@ HERE = Path(__file__).parent
 ALERTS = {
     "DelaybridgeEarlyDelivery", "DelaybridgeLatenessHigh", "DelaybridgeConsumerLagGrowing",
     "DelaybridgeDeadLetters", "DelaybridgeDiskFreeLow", "DelaybridgePartitionUnowned",
-    "DelaybridgeRestoreStuck", "DelaybridgeLoopStalled",
+    "DelaybridgeRestoreStuck", "DelaybridgeLoopStalled", "DelaybridgeTransactionsAborting",
 }  # fmt: skip
 
 

@@ -1,17 +1,17 @@
 """Every panel query and alert expression, run by a real Prometheus on a real sidecar.
 
 Prometheus (Debian's package, ``scripts/install-promtool``) is started by the test on a
-free port with a generated config that scrapes one in-process sidecar every second. The
-sidecar gets a small load: a few hundred delayed messages, a cancel, a record without a
-target (dead letter) and one bound for a topic that does not exist (retries, then a dead
-letter). Then, through Prometheus' HTTP API (``/api/v1/query``):
+free port with a generated config that scrapes two in-process sidecar ports every second.
+A first sidecar gets a small load: a few hundred delayed messages, a cancel, a record
+without a target (dead letter) and one bound for a topic that does not exist (retries,
+then a dead letter). Then two sidecars on empty disks, in the same group with
+``changelog.standby_replicas: 1``, share the delay topic: each restores its partitions
+from the changelog and keeps a warm standby of the other's. Then, through Prometheus'
+HTTP API (``/api/v1/query``):
 
 * every dashboard query (Grafana's variables filled in) is valid and returns data;
 * every alert expression is valid, and every series it reads exists;
 * the alerts the load can trip, rendered with thresholds set to trip, return data.
-
-Queries over metrics that a single fresh sidecar cannot produce yet are listed in
-:data:`WITHOUT_DATA_YET`; they must still be valid. The list is meant to shrink.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,6 @@ from delaybridge.bridge.http import HttpServer
 from delaybridge.bridge.sender import send_cancel
 from tests.integration.chart_config import helm_binary
 from tests.integration.monitoring.assets import (
-    Query,
     alert_queries,
     concrete,
     dashboard,
@@ -49,10 +49,6 @@ pytestmark = pytest.mark.kafka
 
 JOB = "delaybridge-test"
 MESSAGES = 300
-#: Metrics this test's sidecars export no series of: standby copies need a second
-#: replica running beside the owner (and the sidecar does not set this gauge yet).
-#: Queries reading only these must be valid but may return nothing.
-WITHOUT_DATA_YET = {"delaybridge_standby_lag_records"}
 #: Alert thresholds set so that this test's load trips them (values of the chart).
 TRIPWIRES = (
     "--set", "metrics.prometheusRule.latenessP99Seconds=0",
@@ -92,17 +88,19 @@ def topics(kafka: Any) -> Topics:
 
 
 @pytest.fixture
-def sidecar_port() -> int:
-    """One port for both sidecars of the test, so Prometheus scrapes them as one target."""
-    return free_port()
+def sidecar_ports() -> tuple[int, int]:
+    """The two ports Prometheus scrapes: the first is used by the loaded sidecar, then by
+    one of the two that share the group (same target, so its counters continue)."""
+    return free_port(), free_port()
 
 
 def start_sidecar(
-    kafka: Any, topics: Topics, data_dir: Path, port: int
+    kafka: Any, topics: Topics, data_dir: Path, port: int, standbys: int = 0
 ) -> tuple[InProcessSidecar, HttpServer]:
     settings = settings_for(
         kafka.bootstrap_servers, topics, data_dir, f"g-{topics.delay}",
         delivery={"missing_topic_retry_ms": 2_000}, http={"port": port},
+        changelog={"standby_replicas": standbys},
     )  # fmt: skip
     sidecar = InProcessSidecar.start(settings)
     http = HttpServer(settings.http, sidecar.service.control, sidecar.service.metrics)
@@ -111,7 +109,7 @@ def start_sidecar(
 
 
 @pytest.fixture
-def prometheus(sidecar_port: int, tmp_path: Path) -> Iterator[Prometheus]:
+def prometheus(sidecar_ports: tuple[int, int], tmp_path: Path) -> Iterator[Prometheus]:
     port = free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
@@ -123,7 +121,9 @@ def prometheus(sidecar_port: int, tmp_path: Path) -> Iterator[Prometheus]:
                         "job_name": JOB,
                         "scrape_interval": "1s",
                         "scrape_timeout": "1s",
-                        "static_configs": [{"targets": [f"127.0.0.1:{sidecar_port}"]}],
+                        "static_configs": [
+                            {"targets": [f"127.0.0.1:{port}" for port in sidecar_ports]}
+                        ],
                     }
                 ],
             }
@@ -188,18 +188,18 @@ def metric_names(expr: str) -> set[str]:
     return set(re.findall(r"\bdelaybridge_[a-z_]+\b", expr))
 
 
-def data_expected(query: Query) -> bool:
-    return not metric_names(query.expr) <= WITHOUT_DATA_YET
-
-
 def test_every_dashboard_and_alert_query_runs_on_real_prometheus(
-    kafka: Any, topics: Topics, sidecar_port: int, prometheus: Prometheus, tmp_path: Path
+    kafka: Any,
+    topics: Topics,
+    sidecar_ports: tuple[int, int],
+    prometheus: Prometheus,
+    tmp_path: Path,
 ) -> None:
     def scraped(expr: str) -> bool:
         return any(float(s["value"][1]) > 0 for s in prometheus.query(expr))
 
     # 1. The load, on a first sidecar.
-    sidecar, http = start_sidecar(kafka, topics, tmp_path / "first", sidecar_port)
+    sidecar, http = start_sidecar(kafka, topics, tmp_path / "first", sidecar_ports[0])
     watcher = Watcher(kafka.bootstrap_servers, [topics.targets[0], topics.dead_letter])
     try:
         # Counters must be scraped before the load too, or a rate sees no increase.
@@ -222,10 +222,14 @@ def test_every_dashboard_and_alert_query_runs_on_real_prometheus(
         watcher.close()
         http.stop()
         sidecar.stop()
-    # 2. A second sidecar on an empty disk restores the pending message from the
-    # changelog: restore progress gets series too.
-    sidecar, http = start_sidecar(kafka, topics, tmp_path / "second", sidecar_port)
-    try:
+    # 2. Two sidecars on empty disks restore the pending message from the changelog
+    # (restore progress gets series too) and, sharing the delay topic's partitions, each
+    # keeps a standby of the other's (standby lag gets series).
+    with ExitStack() as stack:
+        for name, port in zip(("second", "third"), sidecar_ports, strict=True):
+            sidecar, http = start_sidecar(kafka, topics, tmp_path / name, port, standbys=1)
+            stack.callback(sidecar.stop)
+            stack.callback(http.stop)
         wait_until(
             lambda: scraped(
                 f'count_over_time(delaybridge_restored_records_total{{job="{JOB}"}}[5m]) >= 2'
@@ -233,17 +237,18 @@ def test_every_dashboard_and_alert_query_runs_on_real_prometheus(
             and scraped(f'sum(delaybridge_pending_messages{{job="{JOB}"}})'),
             60, "Prometheus to scrape the restore", interval_s=0.5,
         )  # fmt: skip
+        wait_until(
+            lambda: scraped(f'count(delaybridge_standby_lag_records{{job="{JOB}"}})'),
+            60, "Prometheus to scrape a standby's lag", interval_s=0.5,
+        )  # fmt: skip
         check_queries(prometheus)
-    finally:
-        http.stop()
-        sidecar.stop()
 
 
 def check_queries(prometheus: Prometheus) -> None:
     empty: list[str] = []
     for query in panel_queries(dashboard()):
         result = prometheus.query(concrete(query.expr, JOB, window="5m"))
-        if data_expected(query) and not result:
+        if not result:
             empty.append(f"{query.where}: {query.expr}")
     helm = helm_binary()
     groups = rule_groups(helm, *TRIPWIRES)
@@ -253,7 +258,7 @@ def check_queries(prometheus: Prometheus) -> None:
         if alert in TRIPPED and not result:
             signal = prometheus.query(query.expr.rsplit(">", 1)[0].rsplit("<", 1)[0])
             empty.append(f"{query.where} (set to trip): {query.expr} (without the test: {signal})")
-        for name in metric_names(query.expr) - WITHOUT_DATA_YET:
+        for name in metric_names(query.expr):
             if not prometheus.query(f'{name}{{job="{JOB}"}}'):
                 empty.append(f"{query.where} reads {name}, which has no series")
     assert empty == [], "queries without data:\n" + "\n".join(empty)

@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, Message, Producer
 from delaybridge.bridge.service import Service
 from delaybridge.bridge.settings import Settings, load
 from delaybridge.connectors import header_text
-from tests.support import wait_until
+from tests.support import overlay, wait_until
 
 
 @dataclass
@@ -43,12 +43,7 @@ def settings_for(
         "http": {"port": 0},
         "shutdown_grace_ms": 10_000,
     }
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            base[key] = {**base[key], **value}
-        else:
-            base[key] = value
-    return load(None, **base)
+    return load(None, **overlay(base, overrides))
 
 
 @dataclass
@@ -111,9 +106,11 @@ class SubprocessSidecar:
         self.config.write_text(yaml.safe_dump(doc))
         self.log = work / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0  # the log's size when the current process started
 
     def start(self) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.started_at = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "delaybridge", "run", "--config", str(self.config)],

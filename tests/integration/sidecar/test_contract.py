@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from typing import Any
 
@@ -18,6 +17,7 @@ from tests.integration.sidecar.harness import (
     produce,
     send,
 )
+from tests.integration.sidecar.kcat import kcat
 from tests.kafka_cluster import RecordWithHeaders
 
 pytestmark = pytest.mark.kafka
@@ -264,11 +264,9 @@ def test_record_too_large_for_target_is_dead_lettered(
 def test_a_producer_that_is_not_python_kcat(
     kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher
 ) -> None:
-    kcat = shutil.which("kcat")
-    assert kcat, "kcat is required (scripts/provision-podman installs it from Debian)"
     subprocess.run(
         [
-            kcat,
+            kcat(),
             "-P",
             "-b",
             kafka.bootstrap_servers,

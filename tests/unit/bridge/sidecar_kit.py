@@ -10,6 +10,7 @@ from delaybridge.bridge.settings import Settings, load
 from delaybridge.connectors import header_text
 from delaybridge.timerlog import ManualClock
 from tests.fakes import FakeClients, FakeCluster, FakeConsumer, FakeProducer
+from tests.support import overlay
 
 DELAY = "delay"
 ORDERS = "orders"
@@ -25,12 +26,7 @@ def fake_settings(data_dir: Path, **overrides: Any) -> Settings:
         "store": {"data_dir": str(data_dir), "tick_ms": 100, "wheel_slots": 1024},
         "shutdown_grace_ms": 200,
     }
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            base[key] = {**base[key], **value}
-        else:
-            base[key] = value
-    return load(None, **base)
+    return load(None, **overlay(base, overrides))
 
 
 class FakeSidecar:

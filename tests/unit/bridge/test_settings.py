@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from delaybridge.bridge.settings import is_loopback, load
+from delaybridge.bridge.tuning import store_settings_for
 from delaybridge.errors import ConfigError
 
 
@@ -62,3 +65,31 @@ def test_one_loopback_rule_for_settings_and_server(host: str, loopback: bool) ->
     else:
         with pytest.raises(ConfigError, match="admin_token"):
             load(None, http={"host": host})
+
+
+def test_cancel_grace_reaches_the_stores_and_the_feed() -> None:
+    """``store.cancel_grace_ms`` was fixed at the store's 60 s: a test of a replica down
+    for twice the grace (issue 10) had to wait minutes, and operators could not tune it."""
+    assert store_settings_for(load(None)).cancel_grace_ms == 60_000
+    assert store_settings_for(load(None, store={"cancel_grace_ms": 2_000})).cancel_grace_ms == 2_000
+    with pytest.raises(ConfigError, match=r"store\.cancel_grace_ms"):
+        load(None, store={"cancel_grace_ms": -1})
+
+
+def test_the_documented_defaults_are_the_defaults() -> None:
+    """docs/configuration.md shows every setting with its default: it names each one,
+    and loads to exactly what an empty file gives (settings added later had fallen out)."""
+    doc = (Path(__file__).parents[3] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    block = yaml.safe_load(doc.split("```yaml\n", 1)[1].split("```", 1)[0])
+    assert load(None, **block).model_dump(mode="json") == load(None).model_dump(mode="json")
+    assert set(_paths(block)) == set(_paths(load(None).model_dump(mode="json")))
+
+
+def _paths(tree: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for name, value in tree.items():
+        if isinstance(value, dict) and name not in ("client", "routes", "rate_limits_per_s"):
+            out += _paths(value, f"{prefix}{name}.")
+        else:
+            out.append(prefix + name)
+    return out

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import pytest
 
+from delaybridge.bridge.settings import load
 from delaybridge.spark.report import (
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -16,6 +18,7 @@ from delaybridge.spark.report import (
     lateness_bucket_labels,
     split_rollup,
 )
+from delaybridge.spark.settings import ReconcileSettings
 
 
 def _row(grouping: int, topic: str | None, window: int | None, **counts: Any) -> dict[str, Any]:
@@ -86,6 +89,19 @@ def test_verdict_fails_only_on_missing_or_early(
     report = _report(totals)
     assert report.failures == failures
     assert report.exit_code == code
+
+
+def test_in_exactly_once_mode_a_duplicate_fails_the_run() -> None:
+    totals = Counts(sent=5, due=5, delivered=5, duplicated=2)
+    report = dataclasses.replace(_report(totals), exactly_once=True)
+    assert report.failures == ["2 duplicated (exactly-once mode)"]
+    assert report.exit_code == EXIT_PROBLEMS
+
+
+def test_the_sidecar_config_says_exactly_once() -> None:
+    sidecar = load(None, delivery={"exactly_once": True}, delay_topics=["d"])
+    assert ReconcileSettings.from_sidecar(sidecar).exactly_once
+    assert not ReconcileSettings.from_sidecar(load(None, delay_topics=["d"])).exactly_once
 
 
 def test_to_dict_is_json_with_the_verdict() -> None:

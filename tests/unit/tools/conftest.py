@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Message
 
 from tests.fakes import FakeAdmin, FakeCluster, FakeConsumer, FakeProducer
+from tests.fakes.cluster import Txn
 
 #: Called with (topic, partition, offset) after every append (a stand-in sidecar
 #: forwards from here).
@@ -41,8 +42,9 @@ class WatchedCluster(FakeCluster):
         value: bytes | None,
         headers: Any = None,
         timestamp_ms: int | None = None,
+        txn: Txn | None = None,
     ) -> int:
-        offset = super().append(topic, partition, key, value, headers, timestamp_ms)
+        offset = super().append(topic, partition, key, value, headers, timestamp_ms, txn)
         for listener in list(self.on_append):
             listener(topic, partition, offset)
         return offset

@@ -229,16 +229,18 @@ def test_bench_e2e_every_client_and_the_sidecar_child(
     # Fill both delay topics and the source, the passthrough, two sidecars' arrivals.
     throughput = ["AdminClient", "Producer", "Producer", "Producer", "Consumer", "Producer"]
     throughput += ["Consumer", "Consumer"]
-    lateness = ["AdminClient", "Producer", "Consumer"]
+    lateness = ["AdminClient", "Producer", "Consumer"] * 2  # changelog on, then off
     tick = ["AdminClient", "Producer", "Consumer"]
     assert_all_secured(fake_kafka, throughput + lateness + tick)
-    assert len(ForwardingSidecar.configs) == 4  # throughput runs changelog on and off
+    changelogs = [child.get("changelog") for child in ForwardingSidecar.configs]
+    assert changelogs == [None, {"enabled": False}] * 2 + [None]  # throughput, lateness: on, off
     for child in ForwardingSidecar.configs:
         assert child["kafka"]["client"] == SECURITY
         assert child["kafka"]["bootstrap_servers"] == "broker-1:9093"
     results = json.loads(args.json.read_text())
     assert results["throughput"]["delivered"] == 3
-    assert results["lateness"]["delivered"] == 4
+    assert results["lateness"]["delivered"] == results["lateness"]["delivered_no_changelog"] == 4
+    assert results["lateness"]["lateness_p99_target_ms"] == 150
 
 
 def test_passthrough(fake_kafka: Captured) -> None:

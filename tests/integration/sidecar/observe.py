@@ -1,0 +1,103 @@
+"""What a test sees of a running ``delaybridge run`` process: its log, HTTP server, metrics
+and the offsets its group committed. Every wait fails at once if the process died."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import quote
+
+from confluent_kafka import Consumer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.http_client import Client
+from tests.integration.sidecar.harness import SubprocessSidecar
+from tests.support import wait_until
+
+_HTTP = re.compile(r"delaybridge: HTTP on http://[^:/]+:(\d+)")
+
+
+def alive(side: SubprocessSidecar) -> None:
+    """Raise, with the log's tail, unless the process is running."""
+    assert side.proc is not None, "sidecar never started"
+    code = side.proc.poll()
+    assert code is None, f"sidecar exited {code}:\n{side.tail()}"
+
+
+def this_run(side: SubprocessSidecar) -> str:
+    """The log written since the current process started (the file spans restarts)."""
+    with side.log.open("rb") as f:
+        f.seek(side.started_at)
+        return f.read().decode(errors="replace")
+
+
+def http(side: SubprocessSidecar, timeout_s: float = 60) -> Client:
+    """A client of the current process's HTTP server (the port it printed at start)."""
+
+    def port() -> str:
+        alive(side)
+        found = _HTTP.search(this_run(side))
+        return found.group(1) if found else ""
+
+    return Client(int(wait_until(port, timeout_s, "the sidecar's HTTP port", detail=side.tail)))
+
+
+def metrics(client: Client) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of ``/metrics``: (name, labels) -> value."""
+    reply = client("GET", "/metrics")
+    assert reply.status == 200, reply
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(reply.body.decode())
+        for sample in family.samples
+    }
+
+
+def metric(client: Client, name: str, **labels: str) -> float:
+    """One sample's value; 0 when the series does not exist (yet)."""
+    return metrics(client).get((name, frozenset(labels.items())), 0.0)
+
+
+def metric_reaches(
+    client: Client, name: str, value: float, timeout_s: float, **labels: str
+) -> None:
+    """Wait until a sample has ``value`` (metrics are published once per flush interval)."""
+    seen: list[float] = []
+
+    def reached() -> bool:
+        seen.append(metric(client, name, **labels))
+        return seen[-1] == value
+
+    what = f"{name}{labels or ''} == {value}"
+    wait_until(reached, timeout_s, what, detail=lambda: f"last value {seen[-1]}")
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
+    """The group's committed offset of each partition (-1001: none), without joining it."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        return [tp.offset for tp in consumer.committed(tps, timeout=10)]
+    finally:
+        consumer.close()
+
+
+def high_watermarks(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return [
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        ]
+    finally:
+        consumer.close()
+
+
+def lookup(client: Client, id: str) -> dict[str, Any] | None:
+    """The admin API's view of a pending message (None: no store of this process holds it)."""
+    reply = client("GET", "/admin/messages/" + quote(id, safe=""))
+    if reply.status == 404:
+        return None
+    assert reply.status == 200, reply
+    found: dict[str, Any] = reply.json()
+    return found
