@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError as RdKafkaError
 
+from delaybridge.bridge.header_names import INTERNAL_HEADERS
 from delaybridge.bridge.partition import PartitionState
 from delaybridge.bridge.pipeline import Batch
 from delaybridge.bridge.reasons import Reason
@@ -44,6 +45,7 @@ from delaybridge.timerlog.quarantine import QUARANTINE_HEADER
 
 #: The internal header of a parked record; always its last header.
 RETRY_HEADER = "delaybridge-retry"
+assert RETRY_HEADER in INTERNAL_HEADERS and QUARANTINE_HEADER in INTERNAL_HEADERS
 #: Last headers that send a due record down the attempt path (not the hot loop): a
 #: parked record's state, or the store's note on a damaged one (dead-lettered).
 ATTEMPT_HEADERS = frozenset({RETRY_HEADER, QUARANTINE_HEADER})
