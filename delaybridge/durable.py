@@ -21,10 +21,28 @@ This module imports nothing from delaybridge, so every package may use it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+"""errno values of a write that failed for want of space (disk full, quota)."""
+
+
+def is_no_space(exc: BaseException) -> bool:
+    """Did ``exc`` come from a write that found no room (ENOSPC, EDQUOT)?"""
+    return isinstance(exc, OSError) and exc.errno in NO_SPACE
+
+
+def pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    """Write all of ``data`` at ``offset`` or raise (``pwrite`` may write less than asked:
+    a disk that fills mid-write writes a prefix, then the next call raises ENOSPC)."""
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -79,7 +97,11 @@ def write_atomic(path: Path, data: bytes | str) -> None:
     """Replace ``path`` with ``data`` (text is written as UTF-8): temp, fsync, rename, fsync dir."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     with replacing(path) as tmp:
-        tmp.write_bytes(raw)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            pwrite_all(fd, raw, 0)
+        finally:
+            os.close(fd)
 
 
 def allocated_bytes(path: Path) -> int:

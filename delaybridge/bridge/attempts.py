@@ -21,6 +21,10 @@ failures and, once it is bound for the dead-letter topic, why.
 A dead letter the dead-letter topic refuses as too large is written without its value,
 then without the producer's headers (``bridge/deadletter.py``); any other failure of it
 is parked and retried, forever: a dead letter is never dropped.
+
+**Damaged records.** A record the store could not vouch for (its CRC failed when read:
+a ``DamagedRecord``, ``timerlog/quarantine.py``) starts bound for the dead-letter topic
+with reason ``store-corrupt``: it is never delivered to its target.
 """
 
 from __future__ import annotations
@@ -31,14 +35,20 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError as RdKafkaError
 
+from delaybridge.bridge.header_names import INTERNAL_HEADERS
 from delaybridge.bridge.partition import PartitionState
 from delaybridge.bridge.pipeline import Batch
 from delaybridge.bridge.reasons import Reason
 from delaybridge.bridge.settings import DeliverySettings
-from delaybridge.timerlog import DueRecord, Headers, TimerRecord
+from delaybridge.timerlog import DamagedRecord, DueRecord, Headers, TimerRecord
+from delaybridge.timerlog.quarantine import QUARANTINE_HEADER
 
 #: The internal header of a parked record; always its last header.
 RETRY_HEADER = "delaybridge-retry"
+assert RETRY_HEADER in INTERNAL_HEADERS and QUARANTINE_HEADER in INTERNAL_HEADERS
+#: Last headers that send a due record down the attempt path (not the hot loop): a
+#: parked record's state, or the store's note on a damaged one (dead-lettered).
+ATTEMPT_HEADERS = frozenset({RETRY_HEADER, QUARANTINE_HEADER})
 
 _MISSING = {
     RdKafkaError._UNKNOWN_TOPIC: Reason.TARGET_TOPIC_MISSING,
@@ -87,6 +97,9 @@ class Attempt:
     def of(cls, part: PartitionState, due: DueRecord, batch: Batch) -> Attempt:
         """The attempt of a due record: fresh, or the state a parked one carries."""
         rec = due.record
+        if isinstance(rec, DamagedRecord):  # the store could not vouch for it
+            detail = (rec.headers[-1][1] or b"").decode(errors="replace")
+            return cls(part, due, batch, rec.due_ms, dead_letter=(Reason.STORE_CORRUPT, detail))
         if not is_parked(rec):
             return cls(part, due, batch, rec.due_ms)
         state = _state(rec)
@@ -103,9 +116,9 @@ class Attempt:
 
     @property
     def headers(self) -> Headers:
-        """The producer's headers (without our retry state)."""
-        headers = self.due.record.headers
-        return headers[:-1] if is_parked(self.due.record) else headers
+        """The producer's headers (without our retry state or the store's note)."""
+        rec = self.due.record
+        return rec.headers[:-1] if is_parked(rec) or isinstance(rec, DamagedRecord) else rec.headers
 
     def parked(self, at_ms: int) -> TimerRecord:
         """The record to append again, due at ``at_ms``, carrying this state (its

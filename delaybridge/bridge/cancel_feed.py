@@ -35,7 +35,7 @@ from delaybridge.bridge.cancels import CancelRequest, UnreadableCancel
 from delaybridge.bridge.tally import Tally
 from delaybridge.connectors.edge import ConsumerEdge
 from delaybridge.connectors.retry import while_electing
-from delaybridge.durable import write_atomic
+from delaybridge.durable import is_no_space, write_atomic
 from delaybridge.errors import KafkaError
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,14 @@ class CancelFeed:
             return
         position = self._saved | self._next
         doc = {"topic": self._topic, "next_offsets": {str(p): o for p, o in position.items()}}
-        write_atomic(path, orjson.dumps(doc))
+        try:
+            write_atomic(path, orjson.dumps(doc))
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            log.warning("%s not saved, no room (%s): the feed re-reads from the last one "
+                        "if it restarts", path, exc)  # fmt: skip
+            return
         self._saved = position
 
     def poll(self, now_ms: int, max_records: int = 10_000) -> list[CancelRequest]:

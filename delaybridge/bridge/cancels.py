@@ -18,8 +18,13 @@ Protocol (the feed is :mod:`cancel_feed`):
    how long a dead owner's partitions wait before they move) are kept
    (:attr:`recent`) and applied to a store when it is opened later (a partition
    moving in from another sidecar);
-4. each store also keeps an unmatched cancel for its own grace period, so a cancel that
-   overtakes its message (the message's partition lags) still wins when it arrives.
+4. each store also keeps a cancel for its own grace period, so a cancel that overtakes
+   its message (the message's partition lags) still wins when it arrives.
+
+A cancel takes only the messages with its id that were *sent before it* (the record
+timestamps in the delay topic; ties in one partition by offset): a reschedule (cancel,
+then the same id again) keeps the new message, and a cancel that comes too late (the
+message already delivered) cannot hit a later message with the id.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import orjson
 
 from delaybridge.bridge.partition import PartitionState
 from delaybridge.bridge.tally import Tally
+from delaybridge.timerlog import Cancel
 
 MAX_ID_BYTES = 0xFFFF  # the store's cancel log holds ids up to this length
 MAX_TOPIC_CHARS = 249  # Kafka's limit on topic names
@@ -46,8 +52,9 @@ class CancelRequest:
     """A cancel as carried on the cancel topic (JSON; key = the id).
 
     ``sent_ms`` is the cancel record's timestamp in the delay topic: the cancel applies
-    to messages with its id sent before it (DESIGN §2); None (the admin API, records of
-    an older sidecar) cancels whatever is pending with the id.
+    to messages with its id sent before it (DESIGN §2, ``timerlog.Cancel``), ties in one
+    delay-topic partition broken by the offset in ``origin``; None (the admin API,
+    records of an older sidecar) cancels whatever is pending with the id, and no more.
     """
 
     id: str
@@ -95,15 +102,32 @@ class CancelRequest:
 
 
 def apply_cancels(parts: Iterable[PartitionState], requests: list[CancelRequest]) -> list[bool]:
-    """Apply a batch of cancels to every store; per request, did any store match it?"""
+    """Apply a batch of cancels to every store; per request, did any store match it?
+
+    Each store is told when the cancel was sent, and, when the cancel came from the
+    store's own delay-topic partition, its offset there (ties of equal timestamps are
+    decided by offset in one partition): it takes only messages sent before it
+    (``timerlog.Cancel``).
+    """
     if not requests:
         return []
-    pairs = [(r.id, r.target_topic) for r in requests]
-    hit = [False] * len(pairs)
+    hit = [False] * len(requests)
     for part in parts:
-        for i, matched in enumerate(part.store.cancel(pairs)):
+        prefix = part.origin_prefix
+        cancels = [
+            Cancel(r.id, r.target_topic, r.sent_ms, _offset_in(r.origin, prefix)) for r in requests
+        ]
+        for i, matched in enumerate(part.store.cancel(cancels)):
             hit[i] = hit[i] or matched
     return hit
+
+
+def _offset_in(origin: str, prefix: str) -> int | None:
+    """The offset of an origin ``topic/partition/offset`` that starts with ``prefix``."""
+    if not origin.startswith(prefix):
+        return None
+    rest = origin[len(prefix) :]
+    return int(rest) if rest.isdigit() else None
 
 
 class CancelLedger:

@@ -32,7 +32,7 @@ from functools import partial
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Message
 
-from delaybridge.bridge.attempts import RETRY_HEADER, TOO_LARGE, Attempt, judge
+from delaybridge.bridge.attempts import ATTEMPT_HEADERS, TOO_LARGE, Attempt, judge
 from delaybridge.bridge.backoff import RetryQueue, backoff_ms
 from delaybridge.bridge.changelog import Changelog
 from delaybridge.bridge.deadletter import dead_letter_headers, shrunk
@@ -140,7 +140,7 @@ class Deliverer:
                 early_ms = rec.due_ms - now_ms
                 log.error("store handed out %s %d ms early; holding it", rec.id, early_ms)
                 return i - start
-            if rec.headers and rec.headers[-1][0] == RETRY_HEADER:  # a parked retry
+            if rec.headers and rec.headers[-1][0] in ATTEMPT_HEADERS:  # parked, or damaged
                 if not self._send(Attempt.of(part, due, batch)):
                     return i - start
                 continue

@@ -56,3 +56,9 @@ CONTROL_HEADERS = frozenset(
         OUT_DUE_MS,
     }
 )
+
+# The sidecar's own headers inside its store, never a producer's: a parked retry's state
+# (``bridge/attempts.py``) and the store's note on a damaged record
+# (``timerlog/quarantine.py``). Stripped at ingest: a producer that sets one must not
+# steer delivery (a garbage retry state used to crash the loop at every restart).
+INTERNAL_HEADERS = frozenset({"delaybridge-retry", "delaybridge-store-corrupt"})

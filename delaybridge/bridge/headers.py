@@ -31,6 +31,7 @@ from delaybridge.bridge.header_names import (
     ETF1_EPOCH,
     ETF1_TARGET_KEY,
     ETF1_TARGET_TOPIC,
+    INTERNAL_HEADERS,
     OUT_DUE_MS,
     OUT_ID,
     OUT_ORIGIN,
@@ -146,7 +147,9 @@ def _classify(record: SourceRecord, rules: HeaderRules, now_ms: int | None) -> D
         target_topic=target,
         target_partition=partition,
         key=key,
-        headers=tuple((k, v) for k, v in record.headers if k not in CONTROL_HEADERS),
+        headers=tuple(
+            (k, v) for k, v in record.headers if k not in CONTROL_HEADERS | INTERNAL_HEADERS
+        ),
     )
 
 

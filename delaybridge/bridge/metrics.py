@@ -119,6 +119,12 @@ class Metrics:
             "Times ingest paused itself because the store or delivery backlog hit its limit.",
             registry=r,
         )
+        self._store_corrupt = Counter(
+            "delaybridge_store_corrupt_records",
+            "Stored records that failed their CRC when read; readable=true ones are "
+            "dead-lettered as store-corrupt, readable=false ones skipped (logged).",
+            ["readable"], registry=r,
+        )  # fmt: skip
         self._txn_committed = Counter(
             "delaybridge_transactions_committed",
             "Exactly-once mode: transactions committed (one per commit interval with work).",
@@ -137,6 +143,8 @@ class Metrics:
         )
         for reason in Reason:  # every code visible at 0 from the first scrape
             self._dead_lettered.labels(reason.value)
+        for readable in ("true", "false"):
+            self._store_corrupt.labels(readable)
 
         # --- histogram ---
         self.lateness = LatenessHistogram()
@@ -221,6 +229,10 @@ class Metrics:
 
     def rolled(self, n: int = 1) -> None:
         self._rolled.inc(n)
+
+    def store_corrupt(self, readable: int, unreadable: int) -> None:
+        self._store_corrupt.labels("true").inc(readable)
+        self._store_corrupt.labels("false").inc(unreadable)
 
     def delivery_retried(self, reason: Reason, n: int = 1) -> None:
         self._retries.labels(Reason(reason).value).inc(n)

@@ -10,7 +10,6 @@ Not thread-safe: owned by the service's loop thread.
 
 from __future__ import annotations
 
-import errno
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from delaybridge.bridge.offsets import OffsetTracker
 from delaybridge.bridge.pipeline import DeliveryPipeline
+from delaybridge.durable import NO_SPACE
 from delaybridge.timerlog import Clock, StoreSettings, TimerStore
 
 PartKey = tuple[str, int]
@@ -36,8 +36,7 @@ class Role(StrEnum):
 
 RESUME_MARK = "source_resume"
 """The store mark holding where consumption resumes after a restart."""
-#: errno values of a write that failed for want of space (disk full, quota).
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+__all__ = ["NO_SPACE", "PartKey", "PartitionState", "Role", "open_partition"]
 
 
 @dataclass(eq=False)
@@ -51,10 +50,13 @@ class PartitionState:
     role: Role = Role.ACTIVE
     revoking: bool = False
     rolled_seen: int = 0  # the store's rolled_total already reported to the metrics
+    corrupt_seen: tuple[int, int] = (0, 0)  # its corrupt/unreadable totals, likewise
     side_unacked: int = 0  # cancels and dead letters of its records not yet acked (side.py)
 
     def __post_init__(self) -> None:
         self.pipeline = DeliveryPipeline(self.store)
+        c = self.store.counters  # damage found before this process: reported back then
+        self.corrupt_seen = (c.corrupt_records_total, c.unreadable_records_total)
 
     @property
     def key(self) -> PartKey:

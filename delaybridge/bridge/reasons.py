@@ -26,5 +26,9 @@ class Reason(StrEnum):
     than ``delivery.retry_unavailable_ms``."""
     CLOCK_SKEW = "clock-skew"
     """A CreateTime too far from the sidecar's clock, with ``timestamp_policy: dead-letter``."""
+    STORE_CORRUPT = "store-corrupt"
+    """The stored copy failed its CRC when read for delivery: what could be read of it
+    (id, target, key, headers, origin; never the value) is dead-lettered, and the
+    detail names the file and offset (``timerlog/quarantine.py``)."""
     INTERNAL_ERROR = "internal-error"
     """Handling the record raised something unexpected (a bug): it is kept, not lost."""

@@ -86,6 +86,11 @@ class Telemetry:
             if stats.rolled_total > part.rolled_seen:
                 m.rolled(stats.rolled_total - part.rolled_seen)
                 part.rolled_seen = stats.rolled_total
+            corrupt = (stats.corrupt_records_total, stats.unreadable_records_total)
+            if corrupt != part.corrupt_seen:
+                (c0, u0), (c1, u1) = part.corrupt_seen, corrupt
+                m.store_corrupt(max(0, (c1 - u1) - (c0 - u0)), max(0, u1 - u0))
+                part.corrupt_seen = corrupt
             try:
                 _low, high = consumer.get_watermark_offsets(
                     TopicPartition(part.topic, part.partition), cached=True

@@ -5,7 +5,7 @@ Layout (little-endian)::
     offset size field
      0      4   magic          b"DBCL" commit log, b"DBTL" timer log, b"DBWH" wheel,
                                 b"DBCX" cancel log
-     4      2   version        format version of this file kind (FORMAT_VERSION)
+     4      2   version        format version of this file kind (CURRENT_VERSIONS)
      6      2   header_size    64; lets a future version grow the header
      8      4   entry_size     fixed entry size in bytes, 0 for variable-length records
     12      8   base           position of the file's first byte of data in its log
@@ -27,6 +27,7 @@ from pathlib import Path
 from delaybridge.errors import IntegrityError
 
 FORMAT_VERSION = 1
+"""The version every file kind started at (and the commit log, timer log and wheel keep)."""
 
 HEADER = struct.Struct(
     "<"
@@ -55,6 +56,16 @@ class FileKind(Enum):
     CANCEL_LOG = b"DBCX"
 
 
+CURRENT_VERSIONS = {
+    FileKind.COMMIT_LOG: FORMAT_VERSION,
+    FileKind.TIMER_LOG: FORMAT_VERSION,
+    FileKind.WHEEL: FORMAT_VERSION,
+    FileKind.CANCEL_LOG: 2,  # 2: cancels carry when they were sent (docs/storage.md)
+}
+"""The version this build writes, per file kind; it reads every version from 1 up to it
+(a file of a newer version is refused, naming both)."""
+
+
 @dataclass(frozen=True, slots=True)
 class FileHeader:
     """The decoded header of one store file."""
@@ -65,11 +76,17 @@ class FileHeader:
     tick_ms: int = 0
     slots: int = 0
     stamp: int = 0
+    version: int = 0
+    """The file's format version; 0 (the default) means this build's current one."""
+
+    def __post_init__(self) -> None:
+        if self.version == 0:
+            object.__setattr__(self, "version", CURRENT_VERSIONS[self.kind])
 
     def encode(self) -> bytes:
         raw = HEADER.pack(
             self.kind.value,
-            FORMAT_VERSION,
+            self.version,
             HEADER_SIZE,
             self.entry_size,
             self.base,
@@ -92,9 +109,10 @@ class FileHeader:
             raise IntegrityError(f"{path}: offset 0: header CRC mismatch")
         if magic != expect.value:
             raise IntegrityError(f"{path}: offset 0: magic {magic!r}, expected {expect.value!r}")
-        if version != FORMAT_VERSION or size != HEADER_SIZE:
+        current = CURRENT_VERSIONS[expect]
+        if not 1 <= version <= current or size != HEADER_SIZE:
             raise IntegrityError(
                 f"{path}: offset 4: format version {version}/header {size} not supported "
-                f"(this build reads version {FORMAT_VERSION})"
+                f"(this build reads versions 1 to {current} of this file)"
             )
-        return FileHeader(expect, entry_size, base, tick_ms, slots, stamp)
+        return FileHeader(expect, entry_size, base, tick_ms, slots, stamp, version)

@@ -3,7 +3,7 @@
 Public names::
 
     TimerStore.open(directory, StoreSettings(), clock) -> TimerStore
-    store.append([TimerRecord, ...]); store.cancel([(id, topic_or_None), ...])
+    store.append([TimerRecord, ...]); store.cancel([Cancel(id, topic, sent_ms, offset), ...])
     store.flush()                      # durability point (fsync + checkpoint)
     store.take_due(n) -> [DueRecord]   # in delivery order, bounded batches
     store.mark_delivered(cursor)       # durable at the next flush
@@ -16,14 +16,23 @@ docs/storage.md.
 """
 
 from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
-from delaybridge.timerlog.records import DeliveryCursor, DueRecord, Headers, TimerRecord
+from delaybridge.timerlog.records import (
+    Cancel,
+    DamagedRecord,
+    DeliveryCursor,
+    DueRecord,
+    Headers,
+    TimerRecord,
+)
 from delaybridge.timerlog.settings import StoreSettings
 from delaybridge.timerlog.stats import StoreCounters, StoreStats
 from delaybridge.timerlog.store import TimerStore
 
 __all__ = [
     "SYSTEM_CLOCK",
+    "Cancel",
     "Clock",
+    "DamagedRecord",
     "DeliveryCursor",
     "DueRecord",
     "Headers",

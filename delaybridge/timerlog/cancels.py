@@ -10,25 +10,31 @@ Not thread-safe: the store's owner thread calls it.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from delaybridge.durable import allocated_bytes, fsync_dir
-from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
+from delaybridge.durable import allocated_bytes, fsync_dir, is_no_space, pwrite_all
+from delaybridge.fileformat import CURRENT_VERSIONS, HEADER_SIZE, FileHeader, FileKind
 from delaybridge.timerlog import cancel_codec as codec
+from delaybridge.timerlog.records import Cancel, TimerRecord
 
 COMPACT_MIN_BYTES = 1 << 20
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
 class WaitingCancel:
-    """A cancel that matched nothing yet; it waits ``cancel_grace_ms`` for its message."""
+    """A cancel waiting ``cancel_grace_ms`` for messages sent before it that may still
+    arrive (from another delay-topic partition, or one that lags)."""
 
-    topic: str | None
+    cancel: Cancel
     expires_ms: int
     pos: int
+    matched: bool = False
+    """It matched a message (when applied or since): not unknown when its grace ends."""
 
 
 class CancelBook:
@@ -43,6 +49,8 @@ class CancelBook:
         self._fd = -1
         self.end = 0
         self._pending: list[bytes] = []
+        self._written = 0
+        """Bytes of ``_pending`` already on disk (a write that ran out of room midway)."""
         self._dirty = False
         self._old: tuple[int, Path] | None = None
 
@@ -55,7 +63,11 @@ class CancelBook:
         return self._path(self.generation)
 
     def open(self, generation: int, end: int, done_tick_ms: int) -> None:
-        """Replay the checkpointed part of the log; drop other generations' files."""
+        """Replay the checkpointed part of the log; drop other generations' files.
+
+        A version-1 file is read as it is and its header rewritten to the current
+        version before anything is appended (the version-2 types are new ones only).
+        """
         self.generation = generation
         path = self._path(generation)
         for other in self.directory.glob("cancels-*.log"):
@@ -64,11 +76,11 @@ class CancelBook:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         raw = os.pread(self._fd, HEADER_SIZE + end, 0)
         if len(raw) < HEADER_SIZE:
-            os.pwrite(self._fd, FileHeader(FileKind.CANCEL_LOG, 0, 0).encode(), 0)
+            pwrite_all(self._fd, FileHeader(FileKind.CANCEL_LOG, 0, 0).encode(), 0)
             os.fsync(self._fd)
             raw = os.pread(self._fd, HEADER_SIZE, 0)
-        FileHeader.decode(raw[:HEADER_SIZE], path, FileKind.CANCEL_LOG)
-        waiting_at: dict[int, codec.Waiting] = {}
+        header = FileHeader.decode(raw[:HEADER_SIZE], path, FileKind.CANCEL_LOG)
+        waiting_at: dict[int, WaitingCancel] = {}
         offset = HEADER_SIZE
         while offset < HEADER_SIZE + end:
             item, length = codec.decode(raw, offset, path, offset)
@@ -77,14 +89,21 @@ class CancelBook:
                 if item.slot_ms >= done_tick_ms:
                     self.applied[item.index] = item.slot_ms
             elif isinstance(item, codec.Waiting):
-                waiting_at[pos] = item
+                waiting_at[pos] = _waiting(item, pos)
+            elif isinstance(item, codec.Matched):
+                if (w := waiting_at.get(item.waiting_pos)) is not None:
+                    w.matched = True
             else:
                 waiting_at.pop(item.waiting_pos, None)
             offset += length
-        for pos, w in waiting_at.items():
-            self.waiting.setdefault(w.id, []).append(WaitingCancel(w.topic, w.expires_ms, pos))
+        for w in waiting_at.values():
+            self.waiting.setdefault(w.cancel.id, []).append(w)
         os.ftruncate(self._fd, HEADER_SIZE + end)
         self.end = end
+        if header.version < CURRENT_VERSIONS[FileKind.CANCEL_LOG]:
+            log.info("%s: cancel log of version %d upgraded", path, header.version)
+            pwrite_all(self._fd, FileHeader(FileKind.CANCEL_LOG, 0, 0).encode(), 0)
+            os.fsync(self._fd)
 
     # -- changes (written at the next write_pending) ---------------------------
     def _add(self, item: codec.Decoded) -> int:
@@ -98,41 +117,57 @@ class CancelBook:
         self.applied[index] = slot_ms
         self._add(codec.Applied(index, slot_ms))
 
-    def wait(self, id: str, topic: str | None, expires_ms: int) -> None:
-        pos = self._add(codec.Waiting(expires_ms, id, topic))
-        self.waiting.setdefault(id, []).append(WaitingCancel(topic, expires_ms, pos))
+    def wait(self, cancel: Cancel, expires_ms: int, matched: bool) -> None:
+        item = codec.Waiting(
+            expires_ms, cancel.id, cancel.target_topic, cancel.sent_ms, cancel.offset, matched
+        )
+        pos = self._add(item)
+        self.waiting.setdefault(cancel.id, []).append(
+            WaitingCancel(cancel, expires_ms, pos, matched)
+        )
 
-    def take_waiting(self, id: str, topic: str) -> bool:
-        """Consume a waiting cancel matching a newly appended message, if any."""
-        items = self.waiting.get(id)
+    def match(self, rec: TimerRecord) -> bool:
+        """Does a waiting cancel apply to ``rec`` (a message just appended)? Records it.
+
+        A cancel keeps waiting after a match (other messages sent before it may come);
+        one without a send time (written by a version-1 store) ends at its first match,
+        as it did then.
+        """
+        items = self.waiting.get(rec.id)
         if not items:
             return False
         for i, w in enumerate(items):
-            if w.topic is None or w.topic == topic:
+            if not w.cancel.applies_to(rec):
+                continue
+            if w.cancel.sent_ms is None:
                 del items[i]
                 if not items:
-                    del self.waiting[id]
+                    del self.waiting[rec.id]
                 self._add(codec.Resolved(w.pos))
-                return True
+            elif not w.matched:
+                w.matched = True
+                self._add(codec.Matched(w.pos))
+            return True
         return False
 
     def expire(self, now_ms: int) -> int:
-        """Forget waiting cancels whose grace ended; returns how many (unknown cancels)."""
+        """Forget waiting cancels whose grace ended; returns how many never matched
+        anything (unknown cancels)."""
         if not self.waiting:
             return 0
-        expired = 0
+        unknown = 0
         for id in list(self.waiting):
             items = self.waiting[id]
             keep = [w for w in items if w.expires_ms > now_ms]
             for w in items:
                 if w.expires_ms <= now_ms:
                     self._add(codec.Resolved(w.pos))
-                    expired += 1
+                    unknown += not w.matched
             if keep:
                 self.waiting[id] = keep
             else:
                 del self.waiting[id]
-        return expired
+        return unknown
 
     def forget_before(self, done_tick_ms: int) -> None:
         """Drop applied cancels of ticks that are done (their entries were skipped)."""
@@ -141,12 +176,28 @@ class CancelBook:
             del self.applied[i]
 
     def write_pending(self) -> None:
-        """Write the changes made since the last call, with one syscall."""
+        """Write the changes made since the last call, with one syscall.
+
+        Raises OSError if the disk is full; the changes stay pending (memory already
+        holds them) and go out, at the same place, with the next call.
+        """
         if self._pending:
             data = b"".join(self._pending)
-            os.pwrite(self._fd, data, HEADER_SIZE + self.end - len(data))
+            start = HEADER_SIZE + self.end - len(data)
+            view = memoryview(data)
+            while self._written < len(data):
+                self._written += os.pwrite(self._fd, view[self._written :], start + self._written)
             self._pending.clear()
+            self._written = 0
             self._dirty = True
+
+    def write_soon(self) -> None:
+        """:meth:`write_pending`, but a full disk only postpones it (to the flush)."""
+        try:
+            self.write_pending()
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
 
     def sync(self) -> None:
         self.write_pending()
@@ -167,27 +218,34 @@ class CancelBook:
         """
         self.write_pending()
         items: list[codec.Decoded] = [codec.Applied(i, t) for i, t in self.applied.items()]
-        flat = [(id, w) for id, ws in self.waiting.items() for w in ws]
-        items += [codec.Waiting(w.expires_ms, id, w.topic) for id, w in flat]
+        flat = [w for ws in self.waiting.values() for w in ws]
+        items += [
+            codec.Waiting(w.expires_ms, c.id, c.target_topic, c.sent_ms, c.offset, w.matched)
+            for w in flat
+            for c in (w.cancel,)
+        ]
         new_gen = self.generation + 1
         path = self._path(new_gen)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         chunks = [FileHeader(FileKind.CANCEL_LOG, 0, 0).encode()]
         pos = 0
-        self.waiting = {}
+        waiting: dict[str, list[WaitingCancel]] = {}
         for item in items:
             raw = codec.encode(item)
             if isinstance(item, codec.Waiting):
-                self.waiting.setdefault(item.id, []).append(
-                    WaitingCancel(item.topic, item.expires_ms, pos)
-                )
+                waiting.setdefault(item.id, []).append(_waiting(item, pos))
             chunks.append(raw)
             pos += len(raw)
-        os.pwrite(fd, b"".join(chunks), 0)
-        os.fsync(fd)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:  # a full disk leaves the current generation as it was
+            pwrite_all(fd, b"".join(chunks), 0)
+            os.fsync(fd)
+        except OSError:
+            os.close(fd)
+            path.unlink()
+            raise
         fsync_dir(self.directory)
         self._old = (self._fd, self._path(self.generation))
-        self._fd, self.generation, self.end = fd, new_gen, pos
+        self._fd, self.generation, self.end, self.waiting = fd, new_gen, pos, waiting
 
     def drop_old(self) -> None:
         old = self._old
@@ -209,3 +267,8 @@ class CancelBook:
 
     def ids_waiting(self) -> Iterable[str]:
         return self.waiting.keys()
+
+
+def _waiting(item: codec.Waiting, pos: int) -> WaitingCancel:
+    cancel = Cancel(item.id, item.topic, item.sent_ms, item.offset)
+    return WaitingCancel(cancel, item.expires_ms, pos, item.matched)

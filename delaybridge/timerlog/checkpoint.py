@@ -4,7 +4,7 @@ Format: a 16-byte envelope, then a JSON body (orjson)::
 
     offset size field
      0      4   magic     b"DBCK"
-     4      2   version   FORMAT_VERSION
+     4      2   version   VERSION (2; version 1 is read: it lacks the counters of 2)
      6      2   reserved  0
      8      4   length    bytes of the JSON body
     12      4   crc       CRC-32 of the body
@@ -28,10 +28,12 @@ import orjson
 
 from delaybridge.durable import write_atomic
 from delaybridge.errors import IntegrityError
-from delaybridge.fileformat import FORMAT_VERSION
 from delaybridge.timerlog.stats import StoreCounters
 
 MAGIC = b"DBCK"
+VERSION = 2
+"""2 added ``corrupt_records_total`` and ``unreadable_records_total``; a version-1
+checkpoint loads (they are 0), a newer one is refused by name."""
 ENVELOPE = struct.Struct(
     "<"
     "4s"  # magic
@@ -86,7 +88,7 @@ class Checkpoint:
 
     def save(self, directory: Path) -> None:
         body = orjson.dumps(self.to_json())
-        envelope = ENVELOPE.pack(MAGIC, FORMAT_VERSION, 0, len(body), zlib.crc32(body))
+        envelope = ENVELOPE.pack(MAGIC, VERSION, 0, len(body), zlib.crc32(body))
         write_atomic(directory / FILE_NAME, envelope + body)
 
     @staticmethod
@@ -99,8 +101,11 @@ class Checkpoint:
         if len(raw) < ENVELOPE.size:
             raise IntegrityError(f"{path}: offset 0: checkpoint shorter than its envelope")
         magic, version, reserved, length, crc = ENVELOPE.unpack_from(raw)
-        if magic != MAGIC or version != FORMAT_VERSION or reserved != 0:
-            raise IntegrityError(f"{path}: offset 0: not a version {FORMAT_VERSION} checkpoint")
+        if magic != MAGIC or not 1 <= version <= VERSION or reserved != 0:
+            raise IntegrityError(
+                f"{path}: offset 0: not a checkpoint of version 1 to {VERSION} (magic "
+                f"{magic!r}, version {version}): written by a newer build, or damaged"
+            )
         body = raw[ENVELOPE.size : ENVELOPE.size + length]
         if len(body) != length or zlib.crc32(body) != crc:
             raise IntegrityError(f"{path}: offset {ENVELOPE.size}: checkpoint CRC mismatch")

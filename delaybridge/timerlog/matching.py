@@ -4,19 +4,22 @@ Every timer-log entry carries a 32-bit hash of its message's id. A query hashes 
 its ids, scans the ``id_hash`` column of the live timer log once
 (:meth:`TimerLog.find_ids`: one vectorised ``np.isin`` per 8 MiB), and confirms each
 hit: not cancelled already, still ahead of the read position
-(:meth:`Reader.is_pending`), and its CRC-checked commit-log record carries the id
-(and the target topic, when the cancel names one). Cost: one pass over 32 bytes per
-pending message per call, so callers batch (the sidecar makes one call per poll).
+(:meth:`Reader.is_pending`), and its CRC-checked commit-log record is one the cancel
+applies to (:meth:`Cancel.applies_to`: the id, the target topic when the cancel names
+one, and sent before the cancel). Cost: one pass over 32 bytes per pending message
+per call, so callers batch (the sidecar makes one call per poll).
 
-A cancel that matches nothing waits in the cancel book (:mod:`cancels`) for
-``cancel_grace_ms``: its message may still arrive from another delay-topic
-partition, and :meth:`IdMatcher.on_append` cancels it then.
+A cancel that knows when it was sent then waits in the cancel book (:mod:`cancels`)
+for ``cancel_grace_ms``, matched or not: a message sent before it may still arrive
+from another delay-topic partition, and :meth:`IdMatcher.on_append` cancels it then.
+Only messages sent before it, so the wait cannot hit a message re-sent after it.
 
 Not thread-safe: the store's owner thread calls it.
 """
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -24,13 +27,16 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import timer_codec
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.commit_log import CommitLog
 from delaybridge.timerlog.reader import Reader
-from delaybridge.timerlog.records import TimerRecord
+from delaybridge.timerlog.records import Cancel, TimerRecord
 from delaybridge.timerlog.stats import StoreCounters
 from delaybridge.timerlog.timer_log import IdHit, TimerLog
+
+log = logging.getLogger(__name__)
 
 
 class IdMatcher:
@@ -60,48 +66,45 @@ class IdMatcher:
         self.removed: list[TimerRecord] = []
         """Records removed by cancels since the store's owner last took them."""
 
-    def cancel(
-        self, ids: Sequence[tuple[str, str | None]], now_ms: int, live_start: int
-    ) -> list[bool]:
+    def cancel(self, cancels: Sequence[Cancel], now_ms: int, live_start: int) -> list[bool]:
         """See :meth:`TimerStore.cancel`; ``live_start``: the first live timer entry."""
         self.expire(now_ms)
-        result = [False] * len(ids)
-        candidates = self.timer.find_ids(live_start, {zlib.crc32(i.encode()) for i, _ in ids})
-        for j, (rid, topic) in enumerate(ids):
-            for hit in candidates.get(zlib.crc32(rid.encode()), ()):
+        result = [False] * len(cancels)
+        candidates = self.timer.find_ids(live_start, {zlib.crc32(c.id.encode()) for c in cancels})
+        for j, cancel in enumerate(cancels):
+            for hit in candidates.get(zlib.crc32(cancel.id.encode()), ()):
                 if not self._still_pending(hit):
                     continue  # also an id that an earlier item of this call cancelled
-                rec = self.commit_log.read(hit.cl_pos)
-                if rec.id != rid or (topic is not None and rec.target_topic != topic):
+                rec = self.read(hit.cl_pos)
+                if rec is None or not cancel.applies_to(rec):
                     continue
-                self.cancels.apply(hit.index, hit.slot_ms)
-                self.counters.cancelled_total += 1
-                self.pending[rec.target_topic] -= 1
-                self.removed.append(rec)
+                self._cancel(rec, hit.index, hit.slot_ms)
                 result[j] = True
-            if not result[j]:
-                if self.grace_ms > 0:
-                    self.cancels.wait(rid, topic, now_ms + self.grace_ms)
-                else:
-                    self.counters.unknown_cancels_total += 1
-        self.cancels.write_pending()
+            if cancel.sent_ms is not None and self.grace_ms > 0:
+                self.cancels.wait(cancel, now_ms + self.grace_ms, result[j])
+            elif not result[j]:
+                self.counters.unknown_cancels_total += 1
+        self.cancels.write_soon()
         return result
 
+    def _cancel(self, rec: TimerRecord, index: int, slot_ms: int) -> None:
+        self.cancels.apply(index, slot_ms)
+        self.counters.cancelled_total += 1
+        self.pending[rec.target_topic] -= 1
+        self.removed.append(rec)
+
     def on_append(
-        self, records: Sequence[TimerRecord], first: int, slot: npt.NDArray[np.int64]
+        self, records: Sequence[TimerRecord | None], first: int, slot: npt.NDArray[np.int64]
     ) -> None:
         """Cancel appended messages (timer entries ``first``.., ticks ``slot``) that waiting
-        cancels match."""
+        cancels match (None: a damaged record, matched by nothing)."""
         if not self.cancels.waiting:
             return
         waiting = self.cancels.waiting
         for j, r in enumerate(records):
-            if r.id in waiting and self.cancels.take_waiting(r.id, r.target_topic):
-                self.cancels.apply(first + j, int(slot[j]))
-                self.counters.cancelled_total += 1
-                self.pending[r.target_topic] -= 1
-                self.removed.append(r)
-        self.cancels.write_pending()
+            if r is not None and r.id in waiting and self.cancels.match(r):
+                self._cancel(r, first + j, int(slot[j]))
+        self.cancels.write_soon()
 
     def remove(
         self,
@@ -119,13 +122,15 @@ class IdMatcher:
             for hit in hits:
                 if not self._still_pending(hit):
                     continue
-                rec = self.commit_log.read(hit.cl_pos)
-                if (rec.source_offset, generation_of(rec)) in wanted.get(rec.id, ()):
+                rec = self.read(hit.cl_pos)
+                if rec is not None and (rec.source_offset, generation_of(rec)) in wanted.get(
+                    rec.id, ()
+                ):
                     self.cancels.apply(hit.index, hit.slot_ms)
                     self.counters.removed_total += 1
                     self.pending[rec.target_topic] -= 1
                     dropped += 1
-        self.cancels.write_pending()
+        self.cancels.write_soon()
         return dropped
 
     def pending_records(self, live_start: int, chunk: int) -> Iterator[list[bytes]]:
@@ -141,7 +146,11 @@ class IdMatcher:
                     continue
                 # One unread entry per pending message (a ROLL entry for one beyond the
                 # window points at its record too).
-                out.append(self.commit_log.raw(words[row] & timer_codec.POS_MASK))
+                try:
+                    out.append(self.commit_log.raw(words[row] & timer_codec.POS_MASK))
+                except IntegrityError as exc:  # quarantined when due; no changelog copy
+                    log.warning("changelog seeding skips a damaged record: %s", exc)
+                    continue
                 if len(out) >= chunk:
                     yield out
                     out = []
@@ -156,9 +165,18 @@ class IdMatcher:
         """See :meth:`TimerStore.lookup`."""
         h = zlib.crc32(id.encode())
         for hit in self.timer.find_ids(live_start, {h}).get(h, ()):
-            if self._still_pending(hit) and (rec := self.commit_log.read(hit.cl_pos)).id == id:
+            if self._still_pending(hit) and (rec := self.read(hit.cl_pos)) and rec.id == id:
                 return rec
         return None
+
+    def read(self, cl_pos: int) -> TimerRecord | None:
+        """The record at ``cl_pos``, or None if it is damaged: it cannot be matched, and
+        is quarantined when it falls due (:mod:`quarantine`)."""
+        try:
+            return self.commit_log.read(cl_pos)
+        except IntegrityError as exc:
+            log.warning("cancel or lookup skips a damaged record: %s", exc)
+            return None
 
     def _still_pending(self, hit: IdHit) -> bool:
         """Neither cancelled nor read yet (handed out, skipped or rolled)."""

@@ -25,45 +25,43 @@ Not thread-safe: the store's owner thread calls it.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable
 from functools import partial
 
 import numpy as np
-import numpy.typing as npt
 
-from delaybridge.timerlog import lists
+from delaybridge.durable import is_no_space
+from delaybridge.errors import IntegrityError
+from delaybridge.timerlog import lists, passes
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.commit_log import CommitLog
+from delaybridge.timerlog.quarantine import Quarantine
 from delaybridge.timerlog.records import DeliveryCursor, DueRecord
-from delaybridge.timerlog.timer_codec import EntryType
 from delaybridge.timerlog.timer_log import TimerLog
 from delaybridge.wheel import TimingWheel
 
-ROLL = int(EntryType.ROLL)
+ROLL = passes.ROLL
+ROLL_RETRY_MS = 1_000
+log = logging.getLogger(__name__)
 new_due = partial(tuple.__new__, DueRecord)
 new_cursor = partial(tuple.__new__, DeliveryCursor)
 WHOLE_TICK = (1 << 62) - 1
 """Ordinal meaning "this tick's list was read to its end"."""
 WINDOW_ENTRIES = 1 << 16
 
-RollWriter = Callable[[list[int], list[int], int], None]
-"""write_rolls(timer indexes, commit-log positions, read tick): copy messages forward."""
+RollWriter = Callable[[list[int], list[int], int], list[tuple[int, str]]]
+"""write_rolls(indexes, commit-log positions, tick): copy forward; -> damaged (pos, why)."""
 
 
 class Reader:
     """Hands out due messages in order and tracks what is done."""
 
     def __init__(
-        self,
-        timer: TimerLog,
-        commit_log: CommitLog,
-        wheel: TimingWheel,
-        cancels: CancelBook,
-        tick_ms: int,
-        done: DeliveryCursor,
-        write_rolls: RollWriter,
-    ) -> None:
+        self, timer: TimerLog, commit_log: CommitLog, wheel: TimingWheel, cancels: CancelBook,
+        tick_ms: int, done: DeliveryCursor, write_rolls: RollWriter, quarantine: Quarantine,
+    ) -> None:  # fmt: skip
         self.timer = timer
         self.commit_log = commit_log
         self.wheel = wheel
@@ -75,13 +73,15 @@ class Reader:
         """Batches handed out and not yet marked delivered, oldest first."""
         self.cancelled_skipped = 0
         self._write_rolls = write_rolls
+        self.quarantine = quarantine
         # Resume point for the next window load: tick and entries of it already read.
         self._resume = (done.tick_ms, done.index + 1)
         self._w = lists.empty_window(done.tick_ms - tick_ms)
         self._pos = 0
         self._hint: int | None = None
         self._hint_valid = False
-        self._rolls: tuple[list[int], list[int], int] | None = None
+        self._roll_retry_ms = 0
+        """While the clock is before it, a roll waits for disk space (take_due: [])."""
 
     @property
     def tick(self) -> int:
@@ -119,6 +119,8 @@ class Reader:
     # -- delivery -------------------------------------------------------------
     def take_due(self, max_records: int, now_ms: int) -> list[DueRecord]:
         out: list[DueRecord] = []
+        if now_ms < self._roll_retry_ms:
+            return out  # a roll is waiting for disk space
         now_tick = now_ms // self.tick_ms * self.tick_ms
         applied = self.cancels.applied
         read_many = self.commit_log.read_many
@@ -139,38 +141,46 @@ class Reader:
             idx = w.idx[p:stop].tolist()
             ticks, ords = w.tick_of[p:stop].tolist(), w.ordinal[p:stop].tolist()
             kinds = w.kind[p:stop]
-            has_rolls = bool((kinds == ROLL).any())
             tick_limit = self.done.tick_ms + half_window
             take: slice | list[int]
+            skipped: list[int]
+            rolls: passes.Rolls | None
             if (
-                not has_rolls
+                not (kinds == ROLL).any()
                 and ticks[-1] <= tick_limit
                 and (not applied or applied.keys().isdisjoint(idx))
             ):
-                take, q = slice(p, stop), stop - p  # the common case: all deliverable
+                take, q, skipped, rolls = slice(p, stop), stop - p, [], None  # all deliverable
             else:
                 busy = bool(out or self.inflight)
-                take, q = self._sort_out(w.cl[p:stop], idx, ticks, ords, kinds, tick_limit, busy)
+                take, q, skipped, rolls = passes.sort_out(
+                    w.cl[p:stop], idx, ticks, ords, kinds, applied, tick_limit, busy
+                )
             if isinstance(take, slice):
                 cl, t_list, o_list = w.cl[take], ticks, ords
             else:
                 cl = w.cl[p + np.asarray(take, dtype=np.int64)]
                 t_list, o_list = [ticks[j] for j in take], [ords[j] for j in take]
-            recs = read_many(cl)
+            try:
+                recs = read_many(cl)
+            except IntegrityError:  # a damaged record: read them one by one
+                recs, t_list, o_list = self.quarantine.read(cl, t_list, o_list)
             # map/zip/partial keep the per-record construction in C.
             cursors = map(new_cursor, zip(t_list, o_list, strict=True))
+            before = len(out)
             out += map(new_due, zip(recs, cursors, strict=True))
             self._pos = p + q
-            if self._rolls:
-                roll_idx, roll_cl, roll_tick = self._rolls
-                self._rolls = None
-                # Copies may land anywhere after the roll's tick, even on ticks the
-                # window already covers: read on from the roll's tick after them.
-                if w.end_tick > roll_tick:
-                    keep = int(np.searchsorted(w.ticks, roll_tick, side="right"))
-                    self._w = w.cut(keep, roll_tick)
-                self._write_rolls(roll_idx, roll_cl, roll_tick)
-            elif q < stop - p:
+            if rolls is not None:
+                damaged = self._roll(w, p, rolls, now_ms)
+                if damaged is None:
+                    del out[before:]  # the pass is undone: read again once there is room
+                    break
+                if damaged:
+                    out[before:] = sorted([*out[before:], *damaged], key=_cursor)
+            for k in skipped:
+                del applied[k]
+            self.cancelled_skipped += len(skipped)
+            if rolls is None and q < stop - p:
                 break  # a roll or the half-window limit waits for in-flight messages
         if out:
             self.handed = out[-1].cursor
@@ -179,51 +189,33 @@ class Reader:
             self.done = max(self.done, self._read_position())
         return out
 
-    def _sort_out(
-        self,
-        cls: npt.NDArray[np.int64],
-        idx: list[int],
-        ticks: list[int],
-        ords: list[int],
-        kinds: npt.NDArray[np.int8],
-        tick_limit: int,
-        busy: bool,
-    ) -> tuple[list[int], int]:
-        """Walk the entries of one pass one by one: skip cancelled ones, gather rolls.
-
-        Returns (offsets in the pass of the messages to deliver, entries consumed).
-        Stops before a ROLL while anything is in flight (``busy``), before the tick
-        after a gathered roll, and past the half-window limit while busy.
-        """
-        applied = self.cancels.applied
-        has_rolls = bool((kinds == ROLL).any())
-        take: list[int] = []
-        roll_idx: list[int] = []
-        roll_cl: list[int] = []
-        roll_tick = 0
-        q, end = 0, len(idx)
-        while q < end:
-            k = idx[q]
-            if roll_idx and ticks[q] != roll_tick:
-                break  # flush rolls before reading the next tick (they may land there)
-            if ticks[q] > tick_limit and (busy or take):
-                break  # keep room in the wheel while messages are in flight
-            if k in applied:
-                del applied[k]
-                self.cancelled_skipped += 1
-            elif has_rolls and kinds[q] == ROLL:
-                if busy or take:
-                    break
-                roll_idx.append(k)
-                roll_cl.append(int(cls[q]))
-                roll_tick = ticks[q]
-                self.done = DeliveryCursor(roll_tick, ords[q])
-            else:
-                take.append(q)
-            q += 1
-        if roll_idx:
-            self._rolls = (roll_idx, roll_cl, roll_tick)
-        return take, q
+    def _roll(
+        self, w: lists.Window, p: int, rolls: passes.Rolls, now_ms: int
+    ) -> list[DueRecord] | None:
+        """Copy rolled messages forward; returns the damaged ones quarantined instead.
+        None, with the pass undone (window ``w`` at ``p``), if the disk has no room:
+        retried after ``ROLL_RETRY_MS``."""
+        done = self.done
+        self.done = DeliveryCursor(rolls.tick_ms, rolls.last_ordinal)
+        # Copies may land anywhere after the roll's tick, even on ticks the window
+        # already covers: read on from the roll's tick after them.
+        if w.end_tick > rolls.tick_ms:
+            keep = int(np.searchsorted(w.ticks, rolls.tick_ms, side="right"))
+            self._w = w.cut(keep, rolls.tick_ms)
+        try:
+            bad = self._write_rolls(rolls.indexes, rolls.cl_positions, rolls.tick_ms)
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            self._w, self._pos, self.done = w, p, done
+            self._roll_retry_ms = now_ms + ROLL_RETRY_MS
+            log.warning("%s: no room to roll %d messages forward (%s); delivery waits, "
+                        "retrying in %d ms", self.timer.log.directory.parent, len(rolls.indexes),
+                        exc, ROLL_RETRY_MS)  # fmt: skip
+            return None
+        cursor = DeliveryCursor(rolls.tick_ms, rolls.last_ordinal)
+        quarantined = (self.quarantine.damaged(pos, rolls.tick_ms, why) for pos, why in bad)
+        return [DueRecord(rec, cursor) for rec in quarantined if rec is not None]
 
     def mark_delivered(self, cursor: DeliveryCursor) -> list[DueRecord]:
         """Everything handed out up to ``cursor`` was delivered; returns those records."""
@@ -256,6 +248,10 @@ class Reader:
 
     # -- questions -------------------------------------------------------------
     def next_due_ms(self) -> int | None:
+        due = self._next_due_ms()
+        return None if due is None else max(due, self._roll_retry_ms)
+
+    def _next_due_ms(self) -> int | None:
         if self._pos < len(self._w.idx):
             return self.tick
         if not self._hint_valid:
@@ -298,3 +294,7 @@ class Reader:
         count = self.wheel.list_of(tick).length
         win = lists.load(self.wheel, self.timer, self.commit_log, tick, 0, tick, max(count, 1))
         return {int(i) for i in win.idx[:skip]}
+
+
+def _cursor(due: DueRecord) -> DeliveryCursor:
+    return due.cursor

@@ -35,6 +35,16 @@ class TimerRecord(NamedTuple):
     source_timestamp_ms: int
 
 
+class DamagedRecord(TimerRecord):
+    """A stored record that failed its CRC, as far as it could be read (see
+    :mod:`~delaybridge.timerlog.quarantine`): fields read without their check, the value
+    dropped, due at the tick it was read in, and a last header
+    (``quarantine.QUARANTINE_HEADER``) saying what is wrong. Not to be delivered: the
+    sidecar dead-letters it (reason ``store-corrupt``)."""
+
+    __slots__ = ()
+
+
 class DeliveryCursor(NamedTuple):
     """Where a message sits in delivery order: its wheel tick, then its arrival index.
 
@@ -52,3 +62,37 @@ class DueRecord(NamedTuple):
 
     record: TimerRecord
     cursor: DeliveryCursor
+
+
+class Cancel(NamedTuple):
+    """A cancel as a store applies it: to pending messages with its id *sent before it*.
+
+    The rule (DESIGN §2): a message is cancelled when its id (and target topic, if the
+    cancel names one) matches and it was sent before the cancel -- its
+    ``source_timestamp_ms`` is earlier than ``sent_ms``; on an equal timestamp, its
+    source offset is lower than ``offset`` when the cancel came from the same
+    delay-topic partition (the same log: offset order is send order), and otherwise the
+    cancel wins the tie. So a message re-sent after its cancel (a reschedule) is
+    untouched, and a cancel for an id already delivered cannot hit a later message.
+
+    ``sent_ms`` None (the admin API, or a cancel from a sidecar that did not carry it):
+    every message pending now with the id, and the cancel does not wait for more.
+    A plain ``(id, topic)`` pair converts with ``Cancel(*pair)``.
+    """
+
+    id: str
+    target_topic: str | None = None
+    sent_ms: int | None = None
+    offset: int | None = None
+
+    def applies_to(self, rec: TimerRecord) -> bool:
+        if rec.id != self.id:
+            return False
+        if self.target_topic is not None and rec.target_topic != self.target_topic:
+            return False
+        if self.sent_ms is None:
+            return True
+        ts = rec.source_timestamp_ms
+        if ts != self.sent_ms:
+            return ts < self.sent_ms
+        return self.offset is None or rec.source_offset < self.offset

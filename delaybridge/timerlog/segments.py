@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delaybridge.durable import allocated_bytes, fsync_dir
+from delaybridge.durable import allocated_bytes, fsync_dir, pwrite_all
 from delaybridge.errors import IntegrityError
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 
@@ -111,27 +111,40 @@ class SegmentedLog:
 
     # -- writing -------------------------------------------------------------
     def append(self, data: bytes) -> int:
-        """Write ``data`` at the end with one syscall; returns its position."""
+        """Write ``data`` at the end with one syscall; returns its position.
+
+        All or nothing: if the write fails (OSError, e.g. the disk is full) the log's end
+        does not move, so the bytes that did reach the file are overwritten by the next
+        append and cut off by the next open.
+        """
         size = len(data)
         seg = self.segments[-1] if self.segments else None
         if seg is None or self.end + size > seg.base + seg.capacity:
             seg = self._new_segment(max(self.segment_bytes, size))
         pos = self.end
-        offset = HEADER_SIZE + pos - seg.base
-        written = os.pwrite(seg.fd, data, offset)
-        if written != size:  # pwrite on a regular file writes all or raises
-            view = memoryview(data)
-            while written < size:
-                written += os.pwrite(seg.fd, view[written:], offset + written)
+        pwrite_all(seg.fd, data, HEADER_SIZE + pos - seg.base)
         self.end = pos + size
         self._dirty.add(seg)
         return pos
 
+    def truncate(self, end: int) -> None:
+        """Take back what was appended since the log ended at ``end`` (a batch whose
+        other half could not be written): the bytes stay until overwritten or cut off
+        at the next open; an empty segment made for them stays, and is used next."""
+        if not self.start <= end <= self.end or (self.segments and end < self.segments[-1].base):
+            raise ValueError(f"{self.directory}: cannot truncate to {end} (end {self.end})")
+        self.end = end
+
     def _new_segment(self, capacity: int) -> Segment:
         path = self.directory / f"{self.end:020d}.{self.suffix}"
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.pwrite(fd, FileHeader(self.kind, self.entry_size, self.end).encode(), 0)
-        os.ftruncate(fd, HEADER_SIZE + capacity)
+        try:
+            pwrite_all(fd, FileHeader(self.kind, self.entry_size, self.end).encode(), 0)
+            os.ftruncate(fd, HEADER_SIZE + capacity)
+        except OSError:
+            os.close(fd)
+            path.unlink()
+            raise
         seg = Segment(self.end, path, fd, capacity)
         self.segments.append(seg)
         self._bases.append(seg.base)

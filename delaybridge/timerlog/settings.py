@@ -1,6 +1,6 @@
 """Tuning of one store. Units are in every name; defaults are justified below.
 
-Default wheel: 864,000 slots of 100 ms = a window of one day, a 27.6 MB sparse file.
+Default wheel: 864,000 slots of 100 ms = a window of one day, a 27.6 MB file.
 Why one day and not RocketMQ's two: the window bounds how long a written segment
 can stay referenced (every pending entry is re-written at least once per window,
 see docs/storage.md "roll"), so a shorter window means less disk held by delivered

@@ -27,6 +27,10 @@ class StoreCounters:
     """Times a message beyond the wheel's window was re-entered (RocketMQ's roll)."""
     removed_total: int = 0
     """Pending messages dropped by key (a changelog tombstone applied by a restore)."""
+    corrupt_records_total: int = 0
+    """Stored records that failed their CRC when read (quarantined: :mod:`quarantine`)."""
+    unreadable_records_total: int = 0
+    """Of those, the ones too damaged to say what they were (skipped, not dead-lettered)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -14,6 +14,7 @@ Not thread-safe: one owner thread calls every method; there are no locks.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -21,22 +22,23 @@ from pathlib import Path
 
 import numpy as np
 
-from delaybridge.durable import allocated_bytes
-from delaybridge.timerlog.checkpoint import Checkpoint
+from delaybridge.durable import allocated_bytes, is_no_space
 from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock
 from delaybridge.timerlog.commit_codec import EncodedBatch, encode_batch
+from delaybridge.timerlog.durability import Flusher
 from delaybridge.timerlog.errors import DelayTooLong
 from delaybridge.timerlog.matching import IdMatcher
+from delaybridge.timerlog.quarantine import Quarantine
 from delaybridge.timerlog.raw_records import batch_of_raw
 from delaybridge.timerlog.reader import Reader
-from delaybridge.timerlog.records import DeliveryCursor, DueRecord, TimerRecord
+from delaybridge.timerlog.records import Cancel, DeliveryCursor, DueRecord, TimerRecord
 from delaybridge.timerlog.recovery import Opened, recover
 from delaybridge.timerlog.settings import StoreSettings
 from delaybridge.timerlog.stats import StoreCounters, StoreStats
 from delaybridge.timerlog.timer_codec import EntryType
 from delaybridge.timerlog.writer import Writer
 
-LIVE_RECOMPUTE_MS = 5_000
+log = logging.getLogger(__name__)
 
 
 class TimerStore:
@@ -57,9 +59,9 @@ class TimerStore:
         self.wheel = opened.wheel
         self.cancels = opened.cancels
         self.wheel_rebuilt = opened.wheel_rebuilt
+        self.rescued = opened.rescued
+        """Opened without a usable checkpoint (see :mod:`rescue`)."""
         ck = opened.checkpoint
-        self._live_start = ck.live_start
-        self._live_at_ms = clock.now_ms()
         self._last_source_offset = ck.last_source_offset
         self.counters: StoreCounters = ck.counters
         """Running totals (saved in every checkpoint, copied into :meth:`stats`)."""
@@ -69,24 +71,15 @@ class TimerStore:
         done = DeliveryCursor(ck.done_tick_ms, ck.done_index)
         self.writer = Writer(self.commit_log, self.timer, self.wheel, settings)
         self.reader = Reader(
-            self.timer,
-            self.commit_log,
-            self.wheel,
-            self.cancels,
-            settings.tick_ms,
-            done,
-            self._write_rolls,
-        )
+            self.timer, self.commit_log, self.wheel, self.cancels, settings.tick_ms, done,
+            self._write_rolls, Quarantine(self.commit_log, self.counters),
+        )  # fmt: skip
         self.writer.reader = self.reader
         self._matcher = IdMatcher(
-            self.timer,
-            self.commit_log,
-            self.reader,
-            self.cancels,
-            settings.cancel_grace_ms,
-            self.counters,
-            self._pending,
-        )
+            self.timer, self.commit_log, self.reader, self.cancels, settings.cancel_grace_ms,
+            self.counters, self._pending,
+        )  # fmt: skip
+        self._flusher = Flusher(self, ck, opened.checkpoint_loaded, clock.now_ms())
         self._closed = False
 
     @classmethod
@@ -138,16 +131,17 @@ class TimerStore:
                 f"record {what} of the batch is due in {late} ms, "
                 f"above max_delay_ms={self.settings.max_delay_ms}"
             )
-        cl_pos = self.commit_log.append_encoded(enc.parts, enc.sizes)
-        slot, kinds = self.writer.place(due, self.reader.done.tick_ms, EntryType.MESSAGE)
-        first = self.writer.link_and_write(slot, kinds, np.array(enc.id_hashes, np.uint32), cl_pos)
+        hashes = np.array(enc.id_hashes, np.uint32)
+        first, slot, cl_pos = self.writer.write(
+            enc.parts, enc.sizes, due, hashes, self.reader.done.tick_ms, EntryType.MESSAGE
+        )  # all or nothing: OSError (a full disk) leaves the store as it was
         self.counters.appended_total += n
         self._pending.update(enc.topics)
         self._last_source_offset = max(self._last_source_offset, enc.max_source_offset)
         if self.cancels.waiting:
-            if records is None:
-                records = [self.commit_log.read(int(p)) for p in cl_pos]
-            self._matcher.on_append(records, first, slot)
+            read = self._matcher.read  # None: a damaged record
+            got: Sequence[TimerRecord | None] = records or [read(int(p)) for p in cl_pos]
+            self._matcher.on_append(got, first, slot)
         return enc
 
     def remove(
@@ -156,12 +150,12 @@ class TimerStore:
         """Drop pending messages by key: (id, source offset, generation), the generation
         as ``generation_of`` reads it from a record. Returns how many were dropped; a key
         not pending is ignored. Durable after flush()."""
-        return self._matcher.remove(keys, generation_of, self._live_start)
+        return self._matcher.remove(keys, generation_of, self._flusher.live_start)
 
     def pending_records(self, chunk: int = 10_000) -> Iterator[list[bytes]]:
         """Every pending message, encoded, in chunks (a full scan: for a store's first
         write to a changelog, not for a hot path)."""
-        return self._matcher.pending_records(self._live_start, chunk)
+        return self._matcher.pending_records(self._flusher.live_start, chunk)
 
     def take_removed(self) -> list[TimerRecord]:
         """The pending messages cancels removed since the last call (so the owner can
@@ -169,24 +163,26 @@ class TimerStore:
         removed, self._matcher.removed = self._matcher.removed, []
         return removed
 
-    def _write_rolls(self, indexes: list[int], cl_positions: list[int], floor_tick_ms: int) -> None:
+    def _write_rolls(
+        self, indexes: list[int], cl_positions: list[int], floor_tick_ms: int
+    ) -> list[tuple[int, str]]:
         """Copy rolled messages forward (called by the reader, see writer.copy_forward)."""
-        self.counters.rolled_total += self.writer.copy_forward(indexes, cl_positions, floor_tick_ms)
+        copied, damaged = self.writer.copy_forward(indexes, cl_positions, floor_tick_ms)
+        self.counters.rolled_total += copied
+        return damaged
 
     # -- cancel and lookup (matching.py) ---------------------------------------
-    def cancel(self, ids: Sequence[tuple[str, str | None]]) -> list[bool]:
-        """Cancel messages by (id, target topic or None); True where a pending one matched.
-
-        With a topic, only a message with that id *and* that target topic matches
-        (an id colliding on another topic cancels nothing). An unmatched cancel waits
-        ``cancel_grace_ms`` for its message (it may arrive later from another
-        partition) and is then counted as unknown. Durable after flush().
-        """
-        return self._matcher.cancel(ids, self.clock.now_ms(), self._live_start)
+    def cancel(self, cancels: Sequence[Cancel | tuple[str, str | None]]) -> list[bool]:
+        """Apply cancels (:class:`Cancel`, or ``(id, topic or None)`` pairs) to the pending
+        messages they apply to (:meth:`Cancel.applies_to`: id, topic if named, sent
+        before); True where one matched. A cancel with a send time then waits
+        ``cancel_grace_ms`` for more (see :mod:`matching`). Durable after flush()."""
+        wanted = [c if isinstance(c, Cancel) else Cancel(*c) for c in cancels]
+        return self._matcher.cancel(wanted, self.clock.now_ms(), self._flusher.live_start)
 
     def lookup(self, id: str) -> TimerRecord | None:
         """The pending message with this id, or None. Scans the live timer log."""
-        return self._matcher.lookup(id, self._live_start)
+        return self._matcher.lookup(id, self._flusher.live_start)
 
     # -- reading ----------------------------------------------------------------
     def take_due(self, max_records: int) -> list[DueRecord]:
@@ -197,8 +193,7 @@ class TimerStore:
         batches. Returns [] while a roll waits for in-flight deliveries to be marked
         delivered (see :mod:`reader`).
         """
-        out = self.reader.take_due(max_records, self.clock.now_ms())
-        return out
+        return self.reader.take_due(max_records, self.clock.now_ms())
 
     @property
     def delivered_through_ms(self) -> int:
@@ -226,52 +221,16 @@ class TimerStore:
         return self._last_source_offset
 
     def flush(self, *, recompute_live: bool = False) -> None:
-        """fsync data, then write the checkpoint: everything before this call is durable."""
+        """fsync data, then write the checkpoint: everything before this call is durable
+        (the steps: :mod:`durability`). OSError (a full disk) leaves the last one."""
         now = self.clock.now_ms()
         self._matcher.expire(now)
-        self.commit_log.sync()
-        self.timer.sync()
-        self.cancels.sync()
-        done = self.reader.done
-        self.cancels.forget_before(done.tick_ms)
-        if recompute_live or now - self._live_at_ms >= LIVE_RECOMPUTE_MS:
-            from_ms = done.tick_ms
-            if done.index + 1 >= self.wheel.list_of(done.tick_ms).length:
-                from_ms += self.settings.tick_ms  # the cursor's tick is read to its end
-            _, min_first = self.wheel.live_summary(from_ms)
-            self._live_start = self.timer.end if min_first is None else min_first
-            self._live_at_ms = now
-        self._checkpoint().save(self.directory)
-        self.release_pages()  # mapped log pages read since the last flush leave our RSS
-        if self._live_start < self.timer.end:
-            cl_start = self.timer.entry(self._live_start).cl_pos
-        else:
-            cl_start = self.commit_log.end
-        if self.timer.delete_before(self._live_start) + self.commit_log.delete_before(cl_start):
-            self.timer.sync()
-            self.commit_log.sync()
-        if self.cancels.needs_compaction():
-            self.cancels.compact()
-            self._checkpoint().save(self.directory)
-            self.cancels.drop_old()
+        self._flusher.flush(now, recompute_live)
 
-    def _checkpoint(self) -> Checkpoint:
-        done = self.reader.done
-        return Checkpoint(
-            tick_ms=self.settings.tick_ms,
-            wheel_slots=self.settings.wheel_slots,
-            commit_end=self.commit_log.end,
-            timer_end=self.timer.end,
-            live_start=self._live_start,
-            done_tick_ms=done.tick_ms,
-            done_index=done.index,
-            cancel_generation=self.cancels.generation,
-            cancel_end=self.cancels.end,
-            last_source_offset=self._last_source_offset,
-            pending_by_topic={t: c for t, c in self._pending.items() if c},
-            marks=dict(self.marks),
-            counters=dataclasses.replace(self.counters),
-        )
+    @property
+    def pending_by_topic(self) -> dict[str, int]:
+        """Pending messages per target topic (topics with none left out)."""
+        return {t: c for t, c in self._pending.items() if c}
 
     def stats(self) -> StoreStats:
         """Counters for metrics and the admin API (cheap except bytes_on_disk's stats)."""
@@ -283,9 +242,8 @@ class TimerStore:
         return StoreStats(
             **dataclasses.asdict(self.counters),
             pending=sum(self._pending.values()),
-            pending_by_topic={t: c for t, c in self._pending.items() if c},
-            bytes_on_disk=self.commit_log.log.bytes_on_disk()
-            + self.timer.log.bytes_on_disk()
+            pending_by_topic=self.pending_by_topic,
+            bytes_on_disk=sum(p.bytes_on_disk() for p in (self.commit_log.log, self.timer.log))
             + self.cancels.bytes_on_disk()
             + extra,
             read_lag_ms=max(0, now - nxt) if nxt is not None else 0,
@@ -301,12 +259,20 @@ class TimerStore:
         self.timer.log.release_pages()
 
     def close(self) -> None:
-        """Flush, stamp the wheel clean, release files and maps."""
+        """Flush, stamp the wheel clean, release files and maps. On a full disk, released
+        as by :meth:`abandon` with a warning (it reopens at its last checkpoint)."""
         if self._closed:
             return
-        self.flush(recompute_live=True)
-        self.wheel.set_stamp(self.timer.end + 1)
-        self._release()
+        try:
+            self.flush(recompute_live=True)
+            self.wheel.set_stamp(self.timer.end + 1)
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            log.warning("%s: closed without its last flush, no room (%s); it reopens at "
+                        "its last checkpoint", self.directory, exc)  # fmt: skip
+        finally:
+            self._release()
 
     def abandon(self) -> None:
         """Drop the store like kill -9 would: no flush, no clean stamp.

@@ -14,7 +14,10 @@ inside the window [read, read + 8,000) at any moment, which is why the store rol
 later messages instead of putting them here.
 
 Costs: appending n entries is O(n log n) in numpy; finding the next non-empty tick
-scans slots in vectorised chunks; the file is ``64 + 32 * slots`` bytes (sparse).
+scans slots in vectorised chunks; the file is ``64 + 32 * slots`` bytes, allocated
+when it is created (``posix_fallocate``): slots are written through the map, and a
+write into a hole of a mapped file on a full disk kills the process (SIGBUS) instead
+of raising.
 
 The wheel is an index: everything in it can be rebuilt from the timer log
 (:meth:`rebuild_chunk`). Its header's ``stamp`` holds ``timer_end + 1`` after a
@@ -55,6 +58,16 @@ class SlotList(NamedTuple):
 EMPTY_LIST = SlotList(0, -1, -1)
 
 
+class LinkPlan(NamedTuple):
+    """A batch's links, computed but not written (:meth:`TimingWheel.plan_link`)."""
+
+    prev: I64
+    """Each entry's predecessor in its slot's list (-1: the first)."""
+    slot_idx: I64
+    rows: npt.NDArray[np.void]
+    """The new contents of the slots at ``slot_idx``."""
+
+
 class Scan(NamedTuple):
     """The non-empty ticks :meth:`TimingWheel.scan` found, ascending, one row per list."""
 
@@ -80,8 +93,13 @@ class TimingWheel:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if fresh:
             header = FileHeader(FileKind.WHEEL, SLOT_SIZE, 0, tick_ms, slots, 0)
-            os.pwrite(self._fd, header.encode(), 0)
-            os.ftruncate(self._fd, size)
+            try:
+                os.pwrite(self._fd, header.encode(), 0)
+                os.posix_fallocate(self._fd, 0, size)
+            except OSError:
+                os.close(self._fd)
+                path.unlink()  # a half-made wheel is no wheel: the next open makes it again
+                raise
             self.stamp = 0
         else:
             raw = os.pread(self._fd, HEADER_SIZE, 0)
@@ -100,6 +118,11 @@ class TimingWheel:
                 os.close(self._fd)
                 raise IntegrityError(f"{path}: offset {size}: wheel file has the wrong size")
             self.stamp = header.stamp
+            try:  # a wheel written by an older build may be sparse
+                os.posix_fallocate(self._fd, 0, size)
+            except OSError:
+                os.close(self._fd)
+                raise
         self._mm = mmap.mmap(self._fd, size)
         self.slots = np.frombuffer(self._mm, dtype=DTYPE, count=slots, offset=HEADER_SIZE)
 
@@ -125,15 +148,12 @@ class TimingWheel:
         return np.concatenate(bad) if bad else np.empty(0, dtype=np.intp)
 
     def clear(self) -> None:
-        """Empty every slot (writing only the slots in use, so a sparse file stays so)."""
+        """Empty every slot (writing only the slots in use)."""
         for start in range(0, self.n_slots, 1 << 18):
             part = self.slots[start : start + (1 << 18)]
             used = np.flatnonzero(part["count"] != 0)
             if len(used):
                 part["count"][used] = 0
-
-    def flush(self) -> None:
-        self._mm.flush()
 
     def release_pages(self) -> None:
         self._mm.madvise(mmap.MADV_DONTNEED)
@@ -151,12 +171,18 @@ class TimingWheel:
         return SlotList(count, first, last)
 
     def link(self, time_ms: I64, indexes: I64) -> I64:
-        """Add entries (timer-log ``indexes``, ascending) to their ticks; return their prevs.
+        """:meth:`plan_link`, then :meth:`apply_link`; returns the entries' prevs."""
+        plan = self.plan_link(time_ms, indexes)
+        self.apply_link(plan)
+        return plan.prev
+
+    def plan_link(self, time_ms: I64, indexes: I64) -> LinkPlan:
+        """How to add entries (timer-log ``indexes``, ascending) to their ticks, changing
+        nothing yet (the store applies it once the entries are on disk).
 
         Within the batch, an entry's prev is the batch's previous entry of the same
         tick; the first of each tick links to the slot's current ``last`` (or -1 when
-        the slot is empty or stale).
-        """
+        the slot is empty or stale)."""
         order = np.argsort(time_ms, kind="stable")
         t_sorted = time_ms[order]
         k_sorted = indexes[order]
@@ -174,16 +200,17 @@ class TimingWheel:
         prev[order] = prev_sorted
         group_start = np.flatnonzero(starts)
         group_end = np.append(group_start[1:], len(order)) - 1
-        self._merge(
-            slot_idx,
-            group_t,
-            k_sorted[group_start],
-            k_sorted[group_end],
-            group_end - group_start + 1,
-            cur,
-            live,
-        )
-        return prev
+        new = np.empty(len(slot_idx), dtype=DTYPE)
+        new["time_ms"] = group_t
+        new["first"] = np.where(live, cur["first"], k_sorted[group_start])
+        new["last"] = k_sorted[group_end]
+        new["count"] = np.where(live, cur["count"], 0) + (group_end - group_start + 1)
+        new["crc"] = CRC.compute(new.view(np.uint8).reshape(-1, SLOT_SIZE)[:, 4:])
+        return LinkPlan(prev, slot_idx, new)
+
+    def apply_link(self, plan: LinkPlan) -> None:
+        """Write the slots of a :meth:`plan_link` (into allocated pages: cannot fail)."""
+        self.slots[plan.slot_idx] = plan.rows
 
     def rebuild_chunk(self, time_ms: I64, indexes: I64) -> None:
         """Re-add entries found in the timer log (ascending indexes) without linking.
@@ -225,24 +252,6 @@ class TimingWheel:
                 rows = part[used].view(np.uint8).reshape(-1, SLOT_SIZE)[:, 4:]
                 part["crc"][used] = CRC.compute(rows)
 
-    def _merge(
-        self,
-        slot_idx: I64,
-        group_t: I64,
-        firsts: I64,
-        lasts: I64,
-        counts: I64,
-        cur: npt.NDArray[np.void],
-        live: npt.NDArray[np.bool_],
-    ) -> None:
-        new = np.empty(len(slot_idx), dtype=DTYPE)
-        new["time_ms"] = group_t
-        new["first"] = np.where(live, cur["first"], firsts)
-        new["last"] = lasts
-        new["count"] = np.where(live, cur["count"], 0) + counts
-        new["crc"] = CRC.compute(new.view(np.uint8).reshape(-1, SLOT_SIZE)[:, 4:])
-        self.slots[slot_idx] = new
-
     # -- scanning ------------------------------------------------------------
     def scan(self, from_ms: int, to_ms: int, limit: int = SCAN_CHUNK_SLOTS) -> Scan:
         """Non-empty ticks in [from_ms, to_ms], looking at no more than ``limit`` slots."""
@@ -258,6 +267,15 @@ class TimingWheel:
             found["last"],
             from_ms + (n_ticks - 1) * self.tick_ms,
         )
+
+    def live_count(self, after_ms: int) -> int:
+        """Entries in the lists of ticks after ``after_ms`` (recovery checks the sum)."""
+        total = 0
+        for start in range(0, self.n_slots, 1 << 18):
+            part = self.slots[start : start + (1 << 18)]
+            used = (part["count"] != 0) & (part["time_ms"] > after_ms)
+            total += int(part["count"][used].sum())
+        return total
 
     def live_summary(self, from_ms: int) -> tuple[int | None, int | None]:
         """(earliest tick >= from_ms in use, smallest ``first`` among them)."""

@@ -7,19 +7,22 @@ from typing import Any, cast
 
 from delaybridge.bridge.cancels import CancelLedger, CancelRequest
 from delaybridge.bridge.tally import Tally
+from delaybridge.timerlog import Cancel
 
 
 class _Store:
     def __init__(self, pending: set[str]) -> None:
         self.pending = pending
 
-    def cancel(self, ids: Sequence[tuple[str, str | None]]) -> list[bool]:
-        out = [i in self.pending for i, _ in ids]
-        self.pending -= {i for i, _ in ids}
+    def cancel(self, cancels: Sequence[Cancel]) -> list[bool]:
+        out = [c.id in self.pending for c in cancels]
+        self.pending -= {c.id for c in cancels}
         return out
 
 
 class _Part:
+    origin_prefix = "delay/0/"
+
     def __init__(self, pending: set[str]) -> None:
         self.store = _Store(pending)
 

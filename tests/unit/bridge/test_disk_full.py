@@ -10,9 +10,12 @@ import errno
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from delaybridge.timerlog import TimerRecord, TimerStore
 from delaybridge.timerlog.commit_codec import EncodedBatch
 from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
+from tests.unit.timerlog.faulty_disk import FaultyDisk
 
 
 def test_no_space_pauses_ingest_rewinds_and_resumes_when_there_is_room(tmp_path: Path) -> None:
@@ -67,3 +70,36 @@ def test_a_flush_without_space_keeps_the_offset_and_does_not_crash(tmp_path: Pat
     assert side.committed(0) == 1
     assert part.store.stats().pending == 1
     side.stop()
+
+
+def test_a_disk_that_fills_for_real_writes_no_crash_loop_and_the_store_reopens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("early", 500))
+    side.turns(1)
+    side.checkpoint()
+    with FaultyDisk(1).installed(monkeypatch) as disk:  # every write from now on fails
+        for i in range(3):
+            side.send(schedule(f"late{i}", 100))
+        side.send([("delay-cancel", "nobody")], partition=1)
+        for _ in range(4):  # appends, flushes, the cancel log: refused, nothing raises
+            side.turns(2, advance_ms=200)
+            side.checkpoint()
+        assert disk.refused
+        assert [h["delay-id"] for h in side.delivered()] == ["early"]  # delivery goes on
+        assert side.committed(0) == 1  # nothing committed past what is on disk
+        disk.free()
+        for _ in range(3):  # ingest resumes by itself once a write goes through
+            side.checkpoint()
+            side.turns(2, advance_ms=200)
+    late = [f"late{i}" for i in range(3)]
+    assert [h["delay-id"] for h in side.delivered()] == ["early", *late]
+    side.checkpoint()
+    assert (side.committed(0), side.committed(1)) == (4, 1)
+    side.stop()
+    again = FakeSidecar(tmp_path, clock=side.clock, cluster=side.cluster)  # it reopens
+    again.turns(3, advance_ms=200)
+    assert [h["delay-id"] for h in again.delivered()] == ["early", *late]
+    assert again.service.partitions.by_key[(DELAY, 0)].store.stats().pending == 0
+    again.stop()

@@ -147,3 +147,15 @@ def test_any_record_ends_in_exactly_one_place(
         assert len(dead) + len(cancels) + stored == len(records)
         assert side.committed(0) == len(records)
         side.stop()
+
+
+@pytest.mark.parametrize("name", ["delaybridge-retry", "delaybridge-store-corrupt"])
+def test_a_producer_cannot_set_the_sidecars_internal_headers(tmp_path: Path, name: str) -> None:
+    # A parked retry's state rides in the record's last header; a producer's garbage
+    # there crashed the loop at delivery, and again at every restart.
+    side = FakeSidecar(tmp_path)
+    side.send([*schedule("x", 100), (name, "garbage{")])
+    side.turns(3, advance_ms=200)
+    (delivered,) = side.delivered()
+    assert delivered["delay-id"] == "x" and name not in delivered
+    side.stop()

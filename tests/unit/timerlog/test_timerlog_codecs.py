@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import TimerRecord, cancel_codec, commit_codec, timer_codec
-from delaybridge.timerlog.checkpoint import Checkpoint
+from delaybridge.timerlog.checkpoint import ENVELOPE, MAGIC, Checkpoint
 from delaybridge.timerlog.stats import StoreCounters
 
 P = Path("f")
@@ -120,12 +120,13 @@ def test_cancel_records_round_trip_and_detect_damage(item: cancel_codec.Decoded)
 
 
 # The checkpoint body as every release so far wrote it: its names must keep loading.
-CHECKPOINT_FIELDS = {
+CHECKPOINT_V1_FIELDS = {
     "tick_ms", "wheel_slots", "commit_end", "timer_end", "live_start", "done_tick_ms",
     "done_index", "cancel_generation", "cancel_end", "last_source_offset", "appended_total",
     "delivered_total", "cancelled_total", "unknown_cancels_total", "rolled_total",
     "removed_total", "pending_by_topic", "marks",
 }  # fmt: skip
+CHECKPOINT_FIELDS = CHECKPOINT_V1_FIELDS | {"corrupt_records_total", "unreadable_records_total"}
 
 
 def test_checkpoint_json_keeps_its_flat_field_names(tmp_path: Path) -> None:
@@ -138,6 +139,18 @@ def test_checkpoint_json_keeps_its_flat_field_names(tmp_path: Path) -> None:
     loaded = Checkpoint.from_json(older)
     assert loaded.counters == StoreCounters(5, 2, 1, 0, 0, 0) and loaded.timer_end == 5
     assert loaded.marks == {}
+
+
+def test_a_version_1_checkpoint_loads_and_a_newer_one_is_refused(tmp_path: Path) -> None:
+    ck = Checkpoint(100, 64, commit_end=10, timer_end=2)
+    body = {k: v for k, v in ck.to_json().items() if k in CHECKPOINT_V1_FIELDS}
+    raw = orjson.dumps(body)
+    path = tmp_path / "checkpoint"
+    path.write_bytes(ENVELOPE.pack(MAGIC, 1, 0, len(raw), zlib.crc32(raw)) + raw)
+    assert Checkpoint.load(tmp_path) == ck
+    path.write_bytes(ENVELOPE.pack(MAGIC, 3, 0, len(raw), zlib.crc32(raw)) + raw)
+    with pytest.raises(IntegrityError, match="checkpoint: offset 0: not a checkpoint of "):
+        Checkpoint.load(tmp_path)
 
 
 def test_checkpoint_round_trip_and_damage(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from delaybridge.errors import ConfigError
-from delaybridge.timerlog import ManualClock, StoreSettings, TimerStore
+from delaybridge.timerlog import Cancel, ManualClock, StoreSettings, TimerStore
 from delaybridge.timerlog.errors import DelayTooLong, InvalidRecord
 from tests.unit.timerlog.support import START_MS, drain, rec
 
@@ -64,8 +64,12 @@ def test_cancel_waiting_for_its_message(
     tmp_path: Path, small: StoreSettings, clock: ManualClock
 ) -> None:
     settings = StoreSettings(**{**small.__dict__, "cancel_grace_ms": 5_000})
+    sent = START_MS + 500  # the messages below were sent at START_MS: before the cancels
     with TimerStore.open(tmp_path, settings, clock) as store:
-        assert store.cancel([("early", None), ("never", None)]) == [False, False]
+        assert store.cancel([Cancel("early", None, sent), Cancel("never", None, sent)]) == [
+            False,
+            False,
+        ]
         assert store.stats().waiting_cancels == 2
         store.flush()
     clock.advance(1_000)

@@ -1,0 +1,114 @@
+"""The flush protocol of a store: what makes everything before it durable, in order.
+
+:meth:`Flusher.flush` follows these steps (the store expires waiting cancels first):
+
+1. fsync the commit log, the timer log and the cancel log (its pending writes first);
+2. forget applied cancels of ticks the delivery cursor has passed;
+3. every ``LIVE_RECOMPUTE_MS`` (or when asked), recompute ``live_start``: the oldest
+   timer-log entry a tick at or after the cursor's still needs;
+4. replace the checkpoint (temp, fsync, rename, fsync dir) -- unless it would say what
+   the last one says: an idle store writes nothing, which also spares a full disk a
+   write it cannot make -- then drop a compacted cancel log's previous generation;
+5. let mapped log pages read since the last flush leave the process's RSS;
+6. delete segments wholly before ``live_start`` (only now: a checkpoint that no longer
+   needs them is on disk);
+7. compact the cancel log if most of it is dead (a full disk postpones it).
+
+A failure (OSError, e.g. ENOSPC) at steps 1-4 leaves the previous checkpoint, which
+describes data on disk; the next flush starts over. Not thread-safe: the store's owner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+from delaybridge.durable import is_no_space
+from delaybridge.timerlog.checkpoint import Checkpoint
+
+if TYPE_CHECKING:
+    from delaybridge.timerlog.store import TimerStore
+
+LIVE_RECOMPUTE_MS = 5_000
+log = logging.getLogger(__name__)
+
+
+class Flusher:
+    """Flushes one store; keeps ``live_start`` and the last checkpoint written."""
+
+    def __init__(self, store: TimerStore, opened: Checkpoint, loaded: bool, now_ms: int) -> None:
+        """``opened``: the checkpoint the store was opened at (``loaded``: read from
+        disk, not a new store's first)."""
+        self.store = store
+        self.directory = store.directory
+        self.commit_log, self.timer = store.commit_log, store.timer
+        self.wheel, self.cancels, self.reader = store.wheel, store.cancels, store.reader
+        self._saved = opened if loaded else None
+        self.live_start = opened.live_start
+        """Timer-log index before which nothing is pending (older segments deletable)."""
+        self._live_at_ms = now_ms
+
+    def flush(self, now_ms: int, recompute_live: bool) -> None:
+        """The module docstring's steps."""
+        self.commit_log.sync()  # 1
+        self.timer.sync()
+        self.cancels.sync()
+        done = self.reader.done
+        self.cancels.forget_before(done.tick_ms)  # 2
+        if recompute_live or now_ms - self._live_at_ms >= LIVE_RECOMPUTE_MS:  # 3
+            from_ms = done.tick_ms
+            if done.index + 1 >= self.wheel.list_of(done.tick_ms).length:
+                from_ms += self.wheel.tick_ms  # the cursor's tick is read to its end
+            _, min_first = self.wheel.live_summary(from_ms)
+            self.live_start = self.timer.end if min_first is None else min_first
+            self._live_at_ms = now_ms
+        self._save()  # 4
+        self.cancels.drop_old()
+        self.commit_log.log.release_pages()  # 5
+        self.timer.log.release_pages()
+        if self.live_start < self.timer.end:  # 6
+            cl_start = self.timer.entry(self.live_start).cl_pos
+        else:
+            cl_start = self.commit_log.end
+        if self.timer.delete_before(self.live_start) + self.commit_log.delete_before(cl_start):
+            self.timer.sync()
+            self.commit_log.sync()
+        if self.cancels.needs_compaction():  # 7
+            self._compact_cancels()
+
+    def checkpoint(self) -> Checkpoint:
+        """The checkpoint of the store as it is now."""
+        store, done = self.store, self.reader.done
+        return Checkpoint(
+            tick_ms=store.settings.tick_ms,
+            wheel_slots=store.settings.wheel_slots,
+            commit_end=self.commit_log.end,
+            timer_end=self.timer.end,
+            live_start=self.live_start,
+            done_tick_ms=done.tick_ms,
+            done_index=done.index,
+            cancel_generation=self.cancels.generation,
+            cancel_end=self.cancels.end,
+            last_source_offset=store.last_source_offset,
+            pending_by_topic=store.pending_by_topic,
+            marks=dict(store.marks),
+            counters=dataclasses.replace(store.counters),
+        )
+
+    def _save(self) -> None:
+        ckpt = self.checkpoint()
+        if ckpt != self._saved:
+            ckpt.save(self.directory)
+            self._saved = ckpt
+
+    def _compact_cancels(self) -> None:
+        try:
+            self.cancels.compact()
+            self._save()
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            log.warning("%s: cancel log not compacted, no room (%s)", self.directory, exc)
+            return
+        self.cancels.drop_old()

@@ -1,0 +1,247 @@
+"""A store whose checkpoint is gone: a checkpoint worked out from the segments themselves.
+
+Without a checkpoint, recovery used to start from empty logs and so delete every
+segment the store had: every pending message gone, silently. Now, when the checkpoint
+is missing or unreadable but segments exist, :func:`rescue` rebuilds one:
+
+1. **Timer log**: the entries of every segment, in order, from the first whose record
+   is still in the commit log (older ones were passed, their records deleted). A
+   sealed segment's data must be whole (its end is the next segment's base); the last
+   one's ends at its first all-zero entry, or at a torn tail (a bad entry followed by
+   no good one). A bad entry anywhere else is damage this cannot repair: IntegrityError
+   naming file and offset, and nothing is deleted. Entries must point to increasing
+   commit-log positions.
+2. **Commit log**: the record of the last entry must check; entries at the tail whose
+   records do not (a batch torn by the crash) are dropped. ``commit_end`` is where
+   that record ends.
+3. **Delivery cursor**: unknown. Everything a window before the newest entry's tick is
+   treated as not yet delivered (so nothing pending is lost, and the live entries fit
+   the wheel's window): messages delivered in that span go out again -- at least once,
+   each carrying its ``delay-id``. ``last_source_offset`` is the highest source offset
+   of a record that checks (records at or below it are not ingested again).
+   A ROLL entry already rolled (its copy is in the log: the same record bytes at a
+   later entry) is skipped like a cancelled one, so it is not rolled -- and delivered
+   -- a second time, and a cancel applied to its copy holds.
+4. **Cancels**: the newest cancel log, read up to its first bad record.
+5. Pending counts are recounted; totals restart at 0; the owner's marks are lost.
+
+Recovery then opens the store from this checkpoint and rebuilds the wheel. Loud: one
+error-level log line says what was found and what may repeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+from collections import Counter
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from delaybridge.errors import ConfigError, IntegrityError
+from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
+from delaybridge.timerlog import cancel_codec, timer_codec
+from delaybridge.timerlog import commit_codec as codec
+from delaybridge.timerlog.checkpoint import Checkpoint
+from delaybridge.timerlog.settings import StoreSettings
+
+log = logging.getLogger(__name__)
+ENTRY = timer_codec.ENTRY_SIZE
+
+
+class Rescued(NamedTuple):
+    checkpoint: Checkpoint
+    superseded: dict[int, int]
+    """Timer-log index -> tick of entries already rolled: to skip (as if cancelled)."""
+
+
+def rescue(directory: Path, settings: StoreSettings) -> Rescued | None:
+    """A checkpoint for the segments in ``directory``; None if there are none."""
+    timers = _segments(directory / "timerlog", "tlog", FileKind.TIMER_LOG)
+    commits = _segments(directory / "commitlog", "clog", FileKind.COMMIT_LOG)
+    if not timers:
+        return None
+    entries, first = _entries(timers)
+    slot = entries["slot_ms"]
+    if len(entries) and bool((slot % settings.tick_ms != 0).any()):
+        raise ConfigError(
+            f"store setting tick_ms={settings.tick_ms} does not match the entries in "
+            f"{directory / 'timerlog'}; use the old value or a new data directory"
+        )
+    maps: dict[int, mmap.mmap] = {}
+    try:
+        for base, path in commits:
+            maps[base] = _map(path)
+        found = _checkpoint(directory, settings, entries, first, commits, maps)
+    finally:
+        for mm in maps.values():
+            mm.close()
+    ckpt = found.checkpoint
+    log.error(
+        "%s: no usable checkpoint; recovered %d timer-log entries (%d pending) and "
+        "commit log up to %d from the segments. Deliveries due since %d may repeat.",
+        directory, ckpt.timer_end - ckpt.live_start, sum(ckpt.pending_by_topic.values()),
+        ckpt.commit_end, ckpt.done_tick_ms,
+    )  # fmt: skip
+    return found
+
+
+def _segments(directory: Path, suffix: str, kind: FileKind) -> list[tuple[int, Path]]:
+    out = []
+    for path in sorted(directory.glob(f"*.{suffix}")):
+        with path.open("rb") as f:
+            header = FileHeader.decode(f.read(HEADER_SIZE), path, kind)
+        out.append((header.base, path))
+    return out
+
+
+def _map(path: Path) -> mmap.mmap:
+    with path.open("rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _entries(timers: list[tuple[int, Path]]) -> tuple[timer_codec.Entries, int]:
+    """Step 1: the good entries from the first segment's base on, and its index."""
+    parts = []
+    first = timers[0][0] // ENTRY
+    expect = timers[0][0]
+    for i, (base, path) in enumerate(timers):
+        if base != expect:
+            raise IntegrityError(f"{path}: offset 0: segment starts at {base}, not {expect}")
+        data = np.fromfile(path, dtype=timer_codec.DTYPE, offset=HEADER_SIZE)
+        last = i + 1 == len(timers)
+        n = len(data) if last else (timers[i + 1][0] - base) // ENTRY
+        if n > len(data):
+            raise IntegrityError(f"{path}: offset {path.stat().st_size}: segment cut short")
+        data = data[:n]
+        bad = timer_codec.bad_rows(data)
+        if last:
+            zero = np.flatnonzero(~data.view(np.uint8).reshape(-1, ENTRY).any(axis=1))
+            n = int(zero[0]) if len(zero) else n
+            bad = bad[bad < n]
+            if len(bad):  # a torn tail, unless a good entry follows
+                good_after = np.setdiff1d(np.arange(int(bad[0]), n), bad)
+                if len(good_after):
+                    bad = bad[:1]
+                else:
+                    n, bad = int(bad[0]), bad[:0]
+        if len(bad):
+            raise IntegrityError(
+                f"{path}: offset {HEADER_SIZE + int(bad[0]) * ENTRY}: timer-log entry "
+                f"{base // ENTRY + int(bad[0])} is damaged; without a checkpoint the store "
+                "cannot tell what follows it"
+            )
+        parts.append(data[:n])
+        expect = base + n * ENTRY
+    entries = np.concatenate(parts) if parts else np.empty(0, dtype=timer_codec.DTYPE)
+    cl = timer_codec.positions_of(entries)
+    if len(cl) > 1 and bool((np.diff(cl) <= 0).any()):
+        row = int(np.flatnonzero(np.diff(cl) <= 0)[0]) + 1
+        raise IntegrityError(f"{timers[0][1].parent}: entry {first + row}: positions go back")
+    return entries, first
+
+
+def _checkpoint(
+    directory: Path,
+    settings: StoreSettings,
+    entries: timer_codec.Entries,
+    first: int,
+    commits: list[tuple[int, Path]],
+    maps: dict[int, mmap.mmap],
+) -> Rescued:
+    bases = [base for base, _ in commits]
+    # Entries whose records were deleted (passed, the segment gone) are not live.
+    gone = int(np.searchsorted(timer_codec.positions_of(entries), bases[0] if bases else 1 << 62))
+    entries, first = entries[gone:], first + gone
+    cl = timer_codec.positions_of(entries).tolist()
+
+    def record(pos: int) -> tuple[mmap.mmap, int, Path] | None:
+        i = int(np.searchsorted(bases, pos, side="right")) - 1
+        return None if i < 0 else (maps[bases[i]], HEADER_SIZE + pos - bases[i], commits[i][1])
+
+    def length(pos: int) -> int | None:
+        where = record(pos)
+        if where is None:
+            return None
+        mm, off, path = where
+        try:
+            return codec.check(mm, off, len(mm), path, off)
+        except IntegrityError:
+            return None
+
+    n = len(cl)  # step 2: drop a torn tail
+    while n and length(cl[n - 1]) is None:
+        n -= 1
+    entries = entries[:n]
+    end = cl[n - 1] + (length(cl[n - 1]) or 0) if n else (bases[0] if bases else 0)
+    generation, cancel_end, applied = _cancels(directory)
+    slot = entries["slot_ms"]
+    done = (int(slot.max()) - settings.window_ms + settings.tick_ms) if n else 0  # step 3
+    done = max(done, int(slot.min()) - settings.tick_ms) if n else done
+    pending: Counter[str] = Counter()
+    last_offset = -1
+    latest: dict[tuple[int, int, int], int] = {}  # a record's (id hash, crc, length) -> row
+    topics: dict[int, str] = {}
+    hashes = entries["id_hash"].tolist()
+    for row, pos in enumerate(cl[:n]):
+        size = length(pos)
+        if size is None:
+            continue  # damaged: quarantined when read
+        mm, off, _ = record(pos) or (None, 0, None)
+        assert mm is not None
+        rec = codec.decode(mm, off, directory)
+        last_offset = max(last_offset, rec.source_offset)
+        latest[(hashes[row], codec.PREFIX.unpack_from(mm, off)[1], size)] = row
+        topics[row] = rec.target_topic
+    # A roll copies a record verbatim: all but the last entry of the same bytes were
+    # rolled already (re-rolling them would deliver twice, and miss a cancel applied to
+    # the copy). They are skipped like cancelled entries.
+    kept = set(latest.values())
+    superseded = {
+        first + row: slot_ms
+        for row, slot_ms in enumerate(slot.tolist())
+        if row in topics and row not in kept and slot_ms >= done
+    }
+    for row, topic in topics.items():
+        if slot[row] >= done and first + row not in applied and first + row not in superseded:
+            pending[topic] += 1
+    ckpt = Checkpoint(
+        settings.tick_ms,
+        settings.wheel_slots,
+        commit_end=end,
+        timer_end=first + n,
+        live_start=first,
+        done_tick_ms=done,
+        cancel_generation=generation,
+        cancel_end=cancel_end,
+        last_source_offset=last_offset,
+        pending_by_topic=dict(pending),
+    )
+    return Rescued(ckpt, superseded)
+
+
+def _cancels(directory: Path) -> tuple[int, int, set[int]]:
+    """Step 4: (generation, good length, applied entry indexes) of the newest cancel log."""
+    logs = sorted(directory.glob("cancels-*.log"))
+    if not logs:
+        return 0, 0, set()
+    path = logs[-1]
+    generation = int(path.stem.split("-")[1])
+    raw = path.read_bytes()
+    applied: set[int] = set()
+    offset = HEADER_SIZE
+    try:
+        FileHeader.decode(raw[:HEADER_SIZE], path, FileKind.CANCEL_LOG)
+    except IntegrityError as exc:  # a new generation replaces it (its cancels are lost)
+        log.error("%s; its cancels are lost", exc)
+        return generation + 1, 0, applied
+    try:
+        while offset < len(raw):
+            item, size = cancel_codec.decode(raw, offset, path, offset)
+            if isinstance(item, cancel_codec.Applied):
+                applied.add(item.index)
+            offset += size
+    except IntegrityError:
+        pass  # the end of what was written (or damage): keep what came before
+    return generation, offset - HEADER_SIZE, applied
