@@ -139,8 +139,7 @@ class Metrics:
         self._txn_aborts_in_row = Gauge(
             "delaybridge_transaction_consecutive_aborts",
             "Exactly-once mode: aborts since the last commit (alert when it keeps growing).",
-            registry=r,
-        )
+            registry=r)  # fmt: skip
         for reason in Reason:  # every code visible at 0 from the first scrape
             self._dead_lettered.labels(reason.value)
         for readable in ("true", "false"):
