@@ -10,6 +10,7 @@ Not thread-safe: owned by the service's loop thread.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,9 +19,11 @@ from pathlib import Path
 from delaybridge.bridge.offsets import OffsetTracker
 from delaybridge.bridge.pipeline import DeliveryPipeline
 from delaybridge.durable import NO_SPACE
+from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import Clock, StoreSettings, TimerStore
 
 PartKey = tuple[str, int]
+log = logging.getLogger(__name__)
 
 
 class Role(StrEnum):
@@ -105,6 +108,7 @@ def open_partition(
     settings: StoreSettings,
     clock: Clock,
     committed_offset: int,
+    rebuildable: bool = False,
 ) -> PartitionState:
     """Open (recover) the partition's store and decide where consumption resumes.
 
@@ -112,9 +116,24 @@ def open_partition(
     (the lowest offset not durable at its last flush: schedules stored, cancels and dead
     letters acknowledged). Schedules the store already holds are skipped when re-read
     (``PartitionState.stored_upto``); cancels and dead letters are written again.
+
+    ``rebuildable`` (the changelog is on): a store too damaged to open is kept aside as
+    ``<store>.damaged-<unix time>`` and an empty one opened instead, which the restore
+    then rebuilds from the changelog (no mark: rule 3 of ``restore.py``) — instead of the
+    pod failing the same way at every start.
     """
     started = time.monotonic()
-    store = TimerStore.open(data_dir / f"{topic}-{partition}", settings, clock)
+    path = data_dir / f"{topic}-{partition}"
+    try:
+        store = TimerStore.open(path, settings, clock)
+    except IntegrityError as exc:
+        if not rebuildable:
+            raise
+        aside = path.with_name(f"{path.name}.damaged-{int(time.time())}")
+        log.error("%s-%d: store cannot be opened (%s); kept as %s, restoring from the "
+                  "changelog", topic, partition, exc, aside)  # fmt: skip
+        path.rename(aside)
+        store = TimerStore.open(path, settings, clock)
     start = max(committed_offset, store.marks.get(RESUME_MARK, 0), 0)
     return PartitionState(
         topic=topic,

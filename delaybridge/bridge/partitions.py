@@ -137,13 +137,9 @@ class Partitions:
             if self.standbys is not None:
                 self.standbys.release((tp.topic, tp.partition))  # promoted: its copy is ours
             part = open_partition(
-                self._data_dir,
-                tp.topic,
-                tp.partition,
-                self._store_settings,
-                self._clock,
-                tp.offset,
-            )
+                self._data_dir, tp.topic, tp.partition, self._store_settings, self._clock,
+                tp.offset, rebuildable=self.restoring is not None,
+            )  # fmt: skip
             self.by_key[part.key] = part
             self._metrics.partitions.store_recovered(part.topic, part.partition, part.recovery_s)
             if self.feed is not None and self.feed.recent:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from delaybridge.connectors import header_text
+from delaybridge.fileformat import HEADER_SIZE
 from tests.unit.bridge.sidecar_kit import DELAY, DLT, FakeSidecar, schedule
 
 
@@ -58,3 +59,24 @@ def test_a_damaged_record_is_dead_lettered_and_every_partition_keeps_delivering(
     assert sample("delaybridge_store_corrupt_records_total", {"readable": "false"}) == 0
     assert sample("delaybridge_dead_lettered_total", {"reason": "store-corrupt"}) == 1
     side.stop()
+
+
+def test_a_store_that_cannot_open_is_set_aside_and_restored_from_the_changelog(
+    tmp_path: Path,
+) -> None:
+    a = FakeSidecar(tmp_path)
+    for i in range(5):
+        a.send(schedule(f"m{i}", 600_000))
+    a.turns(2)
+    a.checkpoint()  # values in the changelog, store flushed with its checkpoint
+    a.stop()
+    (segment,) = (tmp_path / f"{DELAY}-0").glob("timerlog/*.tlog")
+    raw = bytearray(segment.read_bytes())
+    raw[HEADER_SIZE + 2 * 32 + 9] ^= 1  # timer-log entry 2 of 5: the open refuses it
+    segment.write_bytes(bytes(raw))
+    b = FakeSidecar(tmp_path, clock=a.clock, cluster=a.cluster)  # before: IntegrityError
+    b.turns(4)
+    part = b.service.partitions.by_key[(DELAY, 0)]
+    assert part.role.value == "active" and part.store.stats().pending == 5
+    assert [p.name for p in tmp_path.glob(f"{DELAY}-0.damaged*")] != []
+    b.stop()
