@@ -41,12 +41,8 @@ def count_arrivals(
     topic: str,
     n: int,
     timeout_s: float,
-    lateness: list[int] | None = None,
 ) -> tuple[int, float, float]:
-    """Read ``n`` records; returns (seen, first and last record timestamp in seconds).
-
-    With ``lateness``, appends broker timestamp − ``delay-due-ms`` of every record.
-    """
+    """Read ``n`` records; returns (seen, first and last record timestamp in seconds)."""
     consumer = clients.reader()
     consumer.subscribe([topic])
     seen = 0
@@ -62,10 +58,6 @@ def count_arrivals(
                 ts = msg.timestamp()[1] / 1000
                 first = min(first, ts)
                 last = max(last, ts)
-                if lateness is not None:
-                    for name, raw in headers_of(msg):
-                        if name == "delay-due-ms" and raw is not None:
-                            lateness.append(msg.timestamp()[1] - int(raw))
     finally:
         consumer.close()
     return seen, first, last

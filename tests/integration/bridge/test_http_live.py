@@ -13,6 +13,7 @@ from confluent_kafka import Producer
 from delaybridge.bridge.http import HttpServer
 from tests.http_client import Client, Reply
 from tests.integration.sidecar.harness import InProcessSidecar, Topics, Watcher, settings_for
+from tests.integration.sidecar.observe import metric, metric_reaches
 from tests.support import wait_until
 
 pytestmark = pytest.mark.kafka
@@ -69,27 +70,6 @@ def until(client: Client, method: str, path: str, status: int, timeout_s: float 
     return replies[-1]
 
 
-def metric(client: Client, line_start: str) -> float:
-    for line in client("GET", "/metrics").body.decode().splitlines():
-        if line.startswith(line_start):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no metric line starting {line_start!r}")
-
-
-def metric_reaches(client: Client, line_start: str, value: float, timeout_s: float = 20) -> None:
-    """Gauges are published at each flush interval, after the store already answers."""
-    seen: list[str] = []
-
-    def reached() -> bool:
-        try:
-            seen.append(str(metric(client, line_start)))
-        except AssertionError as missing:
-            seen.append(str(missing))
-        return seen[-1] == str(float(value))
-
-    wait_until(reached, timeout_s, f"{line_start} to reach {value}", detail=lambda: seen[-1])
-
-
 def test_lookup_cancel_and_metrics(
     kafka: Any, topics: Topics, live: tuple[InProcessSidecar, Client]
 ) -> None:
@@ -100,9 +80,9 @@ def test_lookup_cancel_and_metrics(
 
     found = until(client, "GET", "/admin/messages/live-1", 200).json()
     assert (found["id"], found["target_topic"]) == ("live-1", topics.targets[0])
-    pending = f'delaybridge_pending_messages{{target_topic="{topics.targets[0]}"}}'
-    metric_reaches(client, pending, 1)
-    assert metric(client, f'delaybridge_enqueued_total{{delay_topic="{topics.delay}"}}') == 1
+    pending = "delaybridge_pending_messages"
+    metric_reaches(client, pending, 1, 20, target_topic=topics.targets[0])
+    assert metric(client, "delaybridge_enqueued_total", delay_topic=topics.delay) == 1
     stats = client("GET", "/admin/stats", TOKEN).json()
     assert sum(p["pending"] for p in stats["partitions"]) == 1
 
@@ -121,7 +101,7 @@ def test_pause_dequeue_holds_deliveries_until_resume(
     try:
         reply = client("POST", "/admin/pause?direction=dequeue", TOKEN)
         assert reply.json() == {"paused": ["dequeue"]}
-        assert metric(client, 'delaybridge_paused{direction="dequeue"}') == 1
+        assert metric(client, "delaybridge_paused", direction="dequeue") == 1
         send(kafka.bootstrap_servers, topics, "held-1", 200)
         until(client, "GET", "/admin/messages/held-1", 200)
         # Due after 200 ms; paused, so it must still be pending well after that.
