@@ -130,6 +130,7 @@ class Deliverer:
         first_outcome = self._first_outcome
         prefix = part.origin_prefix
         lateness = self._tally.lateness_ms
+        eos = self._eos
         for i in range(start, len(records)):
             due = records[i]
             rec = due.record
@@ -144,7 +145,7 @@ class Deliverer:
                 if not self._send(Attempt.of(part, due, batch)):
                     return i - start
                 continue
-            if self._eos is not None and self._eos_failed(part, due, batch, now_s):
+            if eos is not None and self._eos_failed(part, due, batch, now_s):
                 continue
             headers = delivered_headers(
                 rec.headers, rec.id, prefix + str(rec.source_offset), rec.due_ms

@@ -67,7 +67,8 @@ class Outbox:
         txns = self.transactions
         report = on_delivery
         if txns is not None:
-            txns.ensure_open()
+            if not txns.open:
+                txns.ensure_open()
             report = partial(_in_transaction, txns, txns.epoch, on_delivery)
         try:
             return try_produce(
