@@ -62,6 +62,10 @@ class ExactlyOnce:
         self._outbox = outbox
         self.transactions = transactions
         self._changelog = changelog
+        self._committed: list[TopicPartition] = []
+        """Positions of the last commit. Not the trackers' own: starting empty, it makes
+        the first checkpoint commit and flush every store, so an abort before any work
+        reopens stores from a checkpoint instead of rescuing them."""
 
     def commit(self, consumer: ConsumerEdge) -> bool:
         """Steps 1-4; False when the transaction was aborted instead (the caller runs
@@ -84,11 +88,11 @@ class ExactlyOnce:
         positions = [  # 3
             TopicPartition(p.topic, p.partition, p.offsets.position_after_flush()) for p in parts
         ]
-        moved = any(t.offset != p.offsets.committed for t, p in zip(positions, parts, strict=True))
-        if not txns.open and txns.doomed is None and not moved:
+        if not txns.open and txns.doomed is None and _same(positions, self._committed):
             return True  # nothing produced, nothing read: no transaction to commit
         if not txns.commit(positions, consumer.consumer_group_metadata()):
             return False
+        self._committed = positions
         for part in parts:  # 4 (no space: the next commit flushes again)
             if self._partitions.flush_one(part):
                 part.offsets.take_commit()
@@ -121,6 +125,12 @@ class ExactlyOnce:
         """Step 5, after :meth:`commit` returned False."""
         self._outbox.poll(0)  # the aborted transaction's reports: dropped
         self._partitions.reopen(consumer)
+
+
+def _same(a: list[TopicPartition], b: list[TopicPartition]) -> bool:
+    return [(t.topic, t.partition, t.offset) for t in a] == [
+        (t.topic, t.partition, t.offset) for t in b
+    ]
 
 
 def eos_parts(

@@ -70,10 +70,5 @@ class OffsetTracker:
         return position
 
     @property
-    def committed(self) -> int:
-        """The position last taken by :meth:`take_commit` (the start, before any)."""
-        return self._committed
-
-    @property
     def unacked(self) -> int:
         return len(self._unacked)
