@@ -245,6 +245,7 @@ class TimerStore:
             pending_by_topic=self.pending_by_topic,
             bytes_on_disk=sum(p.bytes_on_disk() for p in (self.commit_log.log, self.timer.log))
             + self.cancels.bytes_on_disk()
+            + self.timer.index.bytes_on_disk()
             + extra,
             read_lag_ms=max(0, now - nxt) if nxt is not None else 0,
             waiting_cancels=self.cancels.waiting_count(),
@@ -256,7 +257,7 @@ class TimerStore:
     def release_pages(self) -> None:
         """Drop mapped log pages from this process's RSS (they stay in the page cache)."""
         self.commit_log.log.release_pages()
-        self.timer.log.release_pages()
+        self.timer.release_pages()
 
     def close(self) -> None:
         """Flush, stamp the wheel clean, release files and maps. On a full disk, released
