@@ -2,8 +2,9 @@
 
 The facade over :mod:`writer` (append: batch-encoded, placed and linked with
 numpy, two ``pwrite`` calls), :mod:`reader` (take_due in bounded batches) and
-:mod:`matching` (cancel and lookup: a scan of the live timer log's ``id_hash``
-column, candidates confirmed on the commit log); no per-message state stays in memory.
+:mod:`matching` (cancel and lookup: a search of the timer log's id index -- sorted
+runs of ``(id_hash, row)`` in ``.tidx`` files beside the segments, :mod:`id_index` --
+candidates confirmed on the commit log); no per-message state stays in memory.
 
 Durability: ``flush`` fsyncs the logs, then atomically replaces the checkpoint;
 recovery (:mod:`recovery`) returns the store to exactly that checkpoint.
@@ -181,7 +182,7 @@ class TimerStore:
         return self._matcher.cancel(wanted, self.clock.now_ms(), self._flusher.live_start)
 
     def lookup(self, id: str) -> TimerRecord | None:
-        """The pending message with this id, or None. Scans the live timer log."""
+        """The pending message with this id, or None (a search of the id index)."""
         return self._matcher.lookup(id, self._flusher.live_start)
 
     # -- reading ----------------------------------------------------------------

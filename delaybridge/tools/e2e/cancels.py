@@ -43,6 +43,8 @@ def cancel_heavy(
                         ("delay-id", f"backlog-{i}")], console)  # fmt: skip
         with console.status(f"waiting for the sidecar to store {pending:,} records"):
             side.wait_for(lambda: side.stored() >= pending, 900, f"{pending} records stored")
+        fill_peak = side.peak_anon_mb, side.peak_file_mb, side.peak_rss_mb()
+        side.peak_anon_mb = side.peak_file_mb = 0.0  # from here: the orders' peaks
         arrivals = LiveArrivals(clients, target)
         with console.status(f"{rate} orders/s for {seconds} s, 70 % cancelled"):
             sent, cancelled, cancel_s = _orders(clients, delay, target, rate, seconds)
@@ -71,6 +73,13 @@ def cancel_heavy(
         "visible_lateness_max_ms": visible[-1] if visible else -1,
         "early": sum(1 for x in visible if x < 0),
         "sidecar_peak_rss_mb": round(rss, 1),
+        # Where the memory is (RssAnon: heap, librdkafka; RssFile: mapped store files),
+        # while the backlog was stored and then while the orders ran.
+        "fill_peak_anon_mb": round(fill_peak[0], 1),
+        "fill_peak_file_mb": round(fill_peak[1], 1),
+        "fill_peak_rss_mb": round(fill_peak[2], 1),
+        "orders_peak_anon_mb": round(side.peak_anon_mb, 1),
+        "orders_peak_file_mb": round(side.peak_file_mb, 1),
     }
 
 
