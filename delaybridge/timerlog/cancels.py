@@ -1,7 +1,9 @@
 """The cancel book: which pending entries are cancelled, which cancels still wait.
 
 Memory holds one small item per *cancelled pending* message and per waiting cancel,
-never one per pending message. Both live in an append-only cancel log
+never one per pending message. Waiting cancels are also in a heap by expiry, so
+:meth:`CancelBook.expire` (every cancel call, flush and stats read) costs O(log n) per
+cancel that expires, not a pass over every waiting one. Both live in an append-only cancel log
 (``cancels-<generation>.log``), cut back to the checkpoint's end on open like the
 other logs, and rewritten into the next generation when most of it is dead.
 
@@ -10,6 +12,8 @@ Not thread-safe: the store's owner thread calls it.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import os
 from collections.abc import Iterable
@@ -46,6 +50,12 @@ class CancelBook:
         self.applied: dict[int, int] = {}
         """timer-log index -> slot_ms of every cancelled entry not yet passed."""
         self.waiting: dict[str, list[WaitingCancel]] = {}
+        self._expiry: list[tuple[int, int, WaitingCancel]] = []
+        """(expires_ms, tie-break, cancel) of every waiting cancel, a heap; an entry whose
+        cancel ended at a match (no longer in ``waiting``) is skipped when popped."""
+        self._seq = itertools.count()
+        self._count = 0
+        """Cancels in ``waiting``."""
         self._fd = -1
         self.end = 0
         self._pending: list[bytes] = []
@@ -96,8 +106,7 @@ class CancelBook:
             else:
                 waiting_at.pop(item.waiting_pos, None)
             offset += length
-        for w in waiting_at.values():
-            self.waiting.setdefault(w.cancel.id, []).append(w)
+        self._set_waiting(waiting_at.values())
         os.ftruncate(self._fd, HEADER_SIZE + end)
         self.end = end
         if header.version < CURRENT_VERSIONS[FileKind.CANCEL_LOG]:
@@ -122,9 +131,17 @@ class CancelBook:
             expires_ms, cancel.id, cancel.target_topic, cancel.sent_ms, cancel.offset, matched
         )
         pos = self._add(item)
-        self.waiting.setdefault(cancel.id, []).append(
-            WaitingCancel(cancel, expires_ms, pos, matched)
-        )
+        self._track(WaitingCancel(cancel, expires_ms, pos, matched))
+
+    def _track(self, w: WaitingCancel) -> None:
+        self.waiting.setdefault(w.cancel.id, []).append(w)
+        heapq.heappush(self._expiry, (w.expires_ms, next(self._seq), w))
+        self._count += 1
+
+    def _set_waiting(self, items: Iterable[WaitingCancel]) -> None:
+        self.waiting, self._expiry, self._count = {}, [], 0
+        for w in items:
+            self._track(w)
 
     def match(self, rec: TimerRecord) -> bool:
         """Does a waiting cancel apply to ``rec`` (a message just appended)? Records it.
@@ -143,6 +160,7 @@ class CancelBook:
                 del items[i]
                 if not items:
                     del self.waiting[rec.id]
+                self._count -= 1
                 self._add(codec.Resolved(w.pos))
             elif not w.matched:
                 w.matched = True
@@ -153,20 +171,20 @@ class CancelBook:
     def expire(self, now_ms: int) -> int:
         """Forget waiting cancels whose grace ended; returns how many never matched
         anything (unknown cancels)."""
-        if not self.waiting:
-            return 0
         unknown = 0
-        for id in list(self.waiting):
-            items = self.waiting[id]
-            keep = [w for w in items if w.expires_ms > now_ms]
-            for w in items:
-                if w.expires_ms <= now_ms:
-                    self._add(codec.Resolved(w.pos))
-                    unknown += not w.matched
-            if keep:
-                self.waiting[id] = keep
-            else:
-                del self.waiting[id]
+        heap = self._expiry
+        while heap and heap[0][0] <= now_ms:
+            w = heapq.heappop(heap)[2]
+            items = self.waiting.get(w.cancel.id, [])
+            at = next((i for i, x in enumerate(items) if x is w), None)
+            if at is None:  # it ended at a match
+                continue
+            del items[at]
+            if not items:
+                del self.waiting[w.cancel.id]
+            self._count -= 1
+            self._add(codec.Resolved(w.pos))
+            unknown += not w.matched
         return unknown
 
     def forget_before(self, done_tick_ms: int) -> None:
@@ -207,7 +225,7 @@ class CancelBook:
 
     # -- compaction ----------------------------------------------------------
     def needs_compaction(self) -> bool:
-        live = 40 * (len(self.applied) + sum(len(v) for v in self.waiting.values()))
+        live = 40 * (len(self.applied) + self._count)
         return self.end > COMPACT_MIN_BYTES and live * 4 < self.end
 
     def compact(self) -> None:
@@ -228,11 +246,11 @@ class CancelBook:
         path = self._path(new_gen)
         chunks = [FileHeader(FileKind.CANCEL_LOG, 0, 0).encode()]
         pos = 0
-        waiting: dict[str, list[WaitingCancel]] = {}
+        waiting: list[WaitingCancel] = []
         for item in items:
             raw = codec.encode(item)
             if isinstance(item, codec.Waiting):
-                waiting.setdefault(item.id, []).append(_waiting(item, pos))
+                waiting.append(_waiting(item, pos))
             chunks.append(raw)
             pos += len(raw)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -245,7 +263,8 @@ class CancelBook:
             raise
         fsync_dir(self.directory)
         self._old = (self._fd, self._path(self.generation))
-        self._fd, self.generation, self.end, self.waiting = fd, new_gen, pos, waiting
+        self._fd, self.generation, self.end = fd, new_gen, pos
+        self._set_waiting(waiting)
 
     def drop_old(self) -> None:
         old = self._old
@@ -263,7 +282,7 @@ class CancelBook:
             self._fd = -1
 
     def waiting_count(self) -> int:
-        return sum(len(v) for v in self.waiting.values())
+        return self._count
 
     def ids_waiting(self) -> Iterable[str]:
         return self.waiting.keys()
