@@ -169,6 +169,16 @@ class IdMatcher:
                 return rec
         return None
 
+    def pending_with_ids(self, ids: set[str], live_start: int) -> dict[str, list[TimerRecord]]:
+        """See :meth:`TimerStore.pending_with_ids`."""
+        found: dict[str, list[TimerRecord]] = {}
+        hashes = {zlib.crc32(i.encode()) for i in ids}
+        for hits in self.timer.find_ids(live_start, hashes).values():
+            for hit in hits:
+                if self._still_pending(hit) and (rec := self.read(hit.cl_pos)) and rec.id in ids:
+                    found.setdefault(rec.id, []).append(rec)
+        return found
+
     def read(self, cl_pos: int) -> TimerRecord | None:
         """The record at ``cl_pos``, or None if it is damaged: it cannot be matched, and
         is quarantined when it falls due (:mod:`quarantine`)."""
