@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
 
 from delaybridge.bridge.occurrences import Spawner
 from delaybridge.connectors import header_text
+from delaybridge.timerlog import ManualClock
 from tests.unit.bridge.sidecar_kit import DELAY, ORDERS, FakeSidecar
 from tests.unit.bridge.test_exactly_once_fake import kill, txn_producer
+
+PARIS = ZoneInfo("Europe/Paris")
 
 
 def every(id: str, interval: str, count: int | None = None) -> list[tuple[str, str]]:
@@ -180,3 +187,56 @@ def test_exactly_once_a_series_survives_aborts_and_kills_once(tmp_path: Path) ->
         again.checkpoint()
     assert occurrences(again) == [(k, t0 + 2_000 * k) for k in range(1, 6)]
     again.stop()
+
+
+def run_through(side: FakeSidecar, end_ms: int) -> None:
+    """Advance the injected clock from due time to due time (plus one tick) until
+    ``end_ms``: hours of wall time in a few hundred turns, each delivery at its tick."""
+    side.turns(2)  # ingest what was sent
+    while side.clock.now_ms() < end_ms:
+        dues = [p.store.next_due_ms() for p in side.service.partitions]
+        nxt = min([d for d in dues if d is not None] + [end_ms])
+        side.clock.set(max(nxt + 100, side.clock.now_ms() + 100))
+        side.turns(2)
+
+
+@pytest.mark.parametrize(
+    ("day", "fixed", "hourly"),
+    [
+        (  # 30 March 2025, spring-forward: 02:00 CET becomes 03:00 CEST
+            datetime(2025, 3, 30, tzinfo=PARIS),
+            ["2025-03-29T01:30Z", "2025-03-30T01:00Z", "2025-03-31T00:30Z"],  # 02:30 -> 03:00
+            ["2025-03-30T00:00Z", "2025-03-30T01:00Z", "2025-03-30T02:00Z"],  # 01, 03, 04 h
+        ),
+        (  # 26 October 2025, fall-back: 03:00 CEST becomes 02:00 CET
+            datetime(2025, 10, 26, tzinfo=PARIS),
+            ["2025-10-25T00:30Z", "2025-10-26T00:30Z", "2025-10-27T01:30Z"],  # once that day
+            ["2025-10-25T23:00Z", "2025-10-26T00:00Z", "2025-10-26T01:00Z", "2025-10-26T02:00Z"],
+        ),
+    ],
+    ids=["spring-forward", "fall-back"],
+)
+def test_a_paris_cron_series_fires_at_the_right_instants_over_dst(
+    tmp_path: Path, day: datetime, fixed: list[str], hourly: list[str]
+) -> None:
+    clock = ManualClock(int((day - timedelta(days=1, hours=12)).timestamp() * 1000))
+    side = FakeSidecar(tmp_path, clock=clock, store={"wheel_slots": 65_536})  # 1.8 h window
+    paris = [("delay-timezone", "Europe/Paris"), ("delay-target-topic", ORDERS)]
+    side.send([("delay-cron", "30 2 * * *"), ("delay-id", "fixed"), *paris])
+    side.send([("delay-cron", "0 * * * *"), ("delay-id", "hourly"), *paris], partition=1)
+    run_through(side, int((day + timedelta(days=1, hours=12)).timestamp() * 1000))
+
+    def instants(id: str) -> list[int]:
+        return [due for _, due in occurrences(side, id)]
+
+    assert [utc_ms(t) for t in fixed] == instants("fixed")
+    wanted = [utc_ms(t) for t in hourly]
+    assert [d for d in instants("hourly") if wanted[0] <= d <= wanted[-1]] == wanted
+    for record in side.cluster.records(ORDERS):  # each at its instant, within the tick
+        due = int(header_text(record)["delay-due-ms"])
+        assert due <= record.timestamp()[1] <= due + 200
+    side.stop()
+
+
+def utc_ms(text: str) -> int:
+    return int(datetime.fromisoformat(text).timestamp() * 1000)
