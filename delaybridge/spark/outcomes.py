@@ -5,12 +5,14 @@ target-topic rows (:mod:`.deliveries`). Steps:
 
 1. **Schedules** (:func:`schedules`, cached by the caller), one per id: the first
    schedule record of an id (by timestamp, then topic/partition/offset) wins; later
-   ones are *resent* copies.
+   ones are *resent* copies. A recurring schedule is one row per occurrence due up to
+   the report's time (``occurrence`` k; null for a one-off), each expected once.
 2. **Cancels** match a schedule by id (and by target topic when the cancel names one,
    as :func:`~delaybridge.bridge.headers.classify` documents); the earliest matching
-   cancel counts. A cancel before the due time cancels; one at or after it came too late.
-3. **Deliveries**, well-formed only, grouped by ``(delay-id, topic)``: how many, and
-   when the first one arrived (its Kafka timestamp is the delivery time).
+   cancel counts. A cancel before the due time cancels; one at or after it came too late
+   (for a series, per occurrence: a cancel stops the occurrences due after it).
+3. **Deliveries**, well-formed only, grouped by ``(delay-id, delay-occurrence, topic)``:
+   how many, and when the first one arrived (its Kafka timestamp is the delivery time).
 4. Flags per message, each 0 or 1, so that aggregation is a sum (see
    :class:`~delaybridge.spark.report.Counts` for their meaning). Early compares the
    first delivery with the due time; lateness (and late) counts from when the message
@@ -55,17 +57,26 @@ class Judgement:
 
 
 def schedules(decisions: DataFrame) -> DataFrame:
-    """Step 1: ``id, topic, partition, offset, timestamp_ms, due_ms, target_topic, copies``."""
+    """Step 1: ``id, occurrence, topic, partition, offset, timestamp_ms, due_ms,
+    target_topic, copies``."""
     from pyspark.sql import functions as F
 
     first = F.min(
         F.struct("timestamp_ms", "topic", "partition", "offset", "due_ms", "target_topic")
     )
+    common = ("id", "timestamp_ms", "topic", "partition", "offset", "target_topic")
+    expanded = decisions.where(F.col("kind") == Kind.SCHEDULE.value).select(
+        *common, "due_ms", F.explode_outer("occurrences").alias("occ")
+    )
     return (
-        decisions.where(F.col("kind") == Kind.SCHEDULE.value)
-        .groupBy("id")
+        expanded.select(
+            *common,
+            F.coalesce(F.col("occ.due_ms"), F.col("due_ms")).alias("due_ms"),
+            F.col("occ.k").alias("occurrence"),
+        )
+        .groupBy("id", "occurrence")
         .agg(first.alias("first"), F.count(F.lit(1)).alias("copies"))
-        .select("id", "first.*", "copies")
+        .select("id", "occurrence", "first.*", "copies")
     )
 
 
@@ -121,7 +132,11 @@ def outcomes(
     )
     delivered = (
         deliveries.where(F.col("status") == DeliveryStatus.OK.value)
-        .groupBy(F.col("delay_id").alias("d_id"), F.col("topic").alias("d_topic"))
+        .groupBy(
+            F.col("delay_id").alias("d_id"),
+            F.col("occurrence").alias("d_occurrence"),
+            F.col("topic").alias("d_topic"),
+        )
         .agg(F.count(F.lit(1)).alias("deliveries"), F.min("timestamp_ms").alias("first_ms"))
     )
     joined = (
@@ -129,7 +144,9 @@ def outcomes(
         .join(first_cancel, "id", "left")
         .join(
             delivered,
-            (F.col("id") == F.col("d_id")) & (F.col("target_topic") == F.col("d_topic")),
+            (F.col("id") == F.col("d_id"))
+            & F.col("occurrence").eqNullSafe(F.col("d_occurrence"))
+            & (F.col("target_topic") == F.col("d_topic")),
             "full_outer",
         )
         .withColumn("deliveries", F.coalesce("deliveries", F.lit(0)))
@@ -174,6 +191,7 @@ def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
         F.col("id").isNull().cast("int").alias("unmatched"),
         "d_topic",
         "id",
+        "occurrence",
         "topic",
         "partition",
         "offset",
