@@ -11,6 +11,7 @@ comes back as one row of :data:`DECISION_SCHEMA`:
 ``id``                message id (schedule, cancel); null when rejected
 ``due_ms``            due time (schedule)
 ``target_topic``      where it goes (schedule); the topic a cancel is limited to
+``replace``           the schedule replaces earlier ones with its id and target
 ``reason``/``detail`` the dead-letter reason code and text (rejected)
 ``occurrences``       a recurring schedule's occurrences due up to the horizon, as
                       ``(k, due_ms)`` structs (``Series.expand``; at least the first,
@@ -44,7 +45,7 @@ class Kind(StrEnum):
 
 DECISION_SCHEMA = (
     "topic string, partition int, offset long, timestamp_ms long, kind string, id string, "
-    "due_ms long, target_topic string, reason string, detail string, "
+    "due_ms long, target_topic string, replace boolean, reason string, detail string, "
     "occurrences array<struct<k:int,due_ms:long>>"
 )
 #: Occurrences a single series record expands into, at most (a per-second series over a
@@ -99,6 +100,7 @@ def classify_batch(
     ids: list[str | None] = []
     dues: list[int | None] = []
     targets: list[str | None] = []
+    replaces: list[bool] = []
     reasons: list[str | None] = []
     details: list[str | None] = []
     occurrences: list[list[dict[str, int]] | None] = []
@@ -126,6 +128,7 @@ def classify_batch(
             ids.append(decision.id)
             dues.append(decision.due_ms)
             targets.append(decision.target_topic)
+            replaces.append(decision.replace)
             reasons.append(None)
             details.append(None)
         elif isinstance(decision, Cancel):
@@ -133,6 +136,7 @@ def classify_batch(
             ids.append(decision.id)
             dues.append(None)
             targets.append(decision.target_topic)
+            replaces.append(False)
             reasons.append(None)
             details.append(None)
         else:
@@ -140,6 +144,7 @@ def classify_batch(
             ids.append(None)
             dues.append(None)
             targets.append(None)
+            replaces.append(False)
             reasons.append(decision.reason.value)
             details.append(decision.detail)
     return pa.RecordBatch.from_pydict(
@@ -152,6 +157,7 @@ def classify_batch(
             "id": pa.array(ids, pa.string()),
             "due_ms": pa.array(dues, pa.int64()),
             "target_topic": pa.array(targets, pa.string()),
+            "replace": pa.array(replaces, pa.bool_()),
             "reason": pa.array(reasons, pa.string()),
             "detail": pa.array(details, pa.string()),
             "occurrences": pa.array(

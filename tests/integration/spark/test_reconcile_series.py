@@ -41,7 +41,7 @@ def test_each_due_occurrence_is_expected_once(kafka: Any, spark: Any) -> None:
         producer.produce(topic, value, b"k", partition=0, timestamp=ts, headers=hs)
 
     def deliver(id: str, k: int, due_ms: int, at_ms: int) -> None:
-        origin = f"{delay}/0/0"
+        origin = f"{delay}/0/{0 if id == 'five' else 1}"  # the schedule record's offset
         headers = {"delay-id": id, "delay-occurrence": str(k), "delay-origin": origin}
         put(target, at_ms, {**headers, "delay-due-ms": str(due_ms)})
 
