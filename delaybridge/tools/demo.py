@@ -27,7 +27,7 @@ from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.table import Table
 
-from delaybridge.bridge.header_names import OUT_DUE_MS, OUT_ERROR, OUT_ID
+from delaybridge.bridge.header_names import OUT_DUE_MS, OUT_ERROR, OUT_ID, OUT_OCCURRENCE
 from delaybridge.bridge.sender import send_cancel
 from delaybridge.bridge.service import Service
 from delaybridge.bridge.settings import Settings, load
@@ -39,6 +39,8 @@ from delaybridge.tools.demo_messages import (
     CANCELLED,
     DELAY_TOPIC,
     DLT,
+    RECURRING,
+    RECURRING_COUNT,
     RESCHEDULED,
     TARGETS,
     WATCH_MS,
@@ -123,7 +125,11 @@ def _with_broker(console: Console, settings: Settings, work_dir: Path, report: b
     cancelled = False
     deadline = time.monotonic() + ARRIVALS_TIMEOUT_S
     console.rule("4. arrivals")
-    while expected - seen.keys() and time.monotonic() < deadline:
+    # Until all expected arrived and the watch ran past the cancelled and the replaced
+    # message's old due time (6 s) and the recurring one's last occurrence.
+    while (expected - seen.keys() or time.time() * 1000 < sent_ms + WATCH_MS) and (
+        time.monotonic() < deadline
+    ):
         if not cancelled and time.time() * 1000 >= sent_ms + CANCEL_AFTER_MS:
             send_cancel(settings.kafka, DELAY_TOPIC, CANCELLED)
             console.print(f"  [yellow]cancelled {CANCELLED}[/yellow]")
@@ -149,18 +155,12 @@ def _with_broker(console: Console, settings: Settings, work_dir: Path, report: b
         dues[id] = due
         # Late counts from when it could first go out: sent past due, that is the send.
         late = actual - max(due, now_ms)
+        what = f" (occurrence {hdrs[OUT_OCCURRENCE]})" if OUT_OCCURRENCE in hdrs else ""
         console.print(
             f"  {id:<10} {msg.topic():<14} due {_clock(due)} got {_clock(actual)} "
-            f"+{late} ms" + (" after sending (it was sent past due)" if due < now_ms else "")
+            f"+{late} ms" + (" after sending (it was sent past due)" if due < now_ms else "") + what
         )
         table.add_row(id, str(msg.topic()), _clock(due), _clock(actual), str(late))
-    # The cancelled one was due 6 s after sending; watch a little past that.
-    while time.time() * 1000 < sent_ms + WATCH_MS:
-        msg = watcher.poll(0.2)
-        if msg is not None and not msg.error():
-            hdrs = header_text(msg)
-            seen[hdrs.get(OUT_ID, "?")] = -1
-            arrived[hdrs.get(OUT_ID, "?")] += 1
     watcher.close()
     console.print(table)
     service.stop()
@@ -170,12 +170,14 @@ def _with_broker(console: Console, settings: Settings, work_dir: Path, report: b
     leaked = CANCELLED in seen
     # Once, on its new time (the old one was due at 6 s).
     moved = arrived[RESCHEDULED] == 1 and dues.get(RESCHEDULED, 0) < sent_ms + 5_000
+    repeated = arrived[RECURRING] == RECURRING_COUNT
     console.print(
         f"delivered {len(seen)} of {len(expected)} expected; missing {sorted(missing)}; "
         f"early {early}; cancelled one delivered: {leaked}; "
-        f"rescheduled one arrived once, on its new time: {moved}"
+        f"rescheduled one arrived once, on its new time: {moved}; "
+        f"recurring one arrived {arrived[RECURRING]} of {RECURRING_COUNT} times"
     )
-    ok = not missing and not early and not leaked and moved
+    ok = not missing and not early and not leaked and moved and repeated
     if report:
         console.rule("5. reconciliation (PySpark)")
         ok = _reconcile(console, settings, work_dir) and ok

@@ -9,13 +9,17 @@ TARGETS = ("demo.orders", "demo.reminders")
 DLT = "demo.dead-letter"
 CANCELLED = "order-1003"
 RESCHEDULED = "remind-8"
+RECURRING = "heartbeat-1"
+#: heartbeat-1 repeats every 2 s, this many times.
+RECURRING_COUNT = 3
 #: order-1003 is cancelled, and remind-8 rescheduled, this long after sending (both are
 #: due at 6 s; remind-8 moves to 1 s after its reschedule).
 CANCEL_AFTER_MS = 2_000
 #: How long arrivals are awaited, and how long after sending the watch lasts (past the
-#: cancelled message's due time, to show it does not arrive).
+#: cancelled and the replaced message's due time, to show they do not arrive, and past
+#: the recurring one's last occurrence).
 ARRIVALS_TIMEOUT_S = 30.0
-WATCH_MS = 7_000
+WATCH_MS = 8_000
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,17 @@ def messages_at(now_ms: int) -> list[DemoMessage]:
             "etf1 kafka-message-scheduler",
         ),
         native("past-1", TARGETS[0], "deliver-at-ms", str(now_ms - 60_000), "due a minute ago"),
+        DemoMessage(
+            RECURRING,
+            TARGETS[1],
+            (
+                ("delay-target-topic", TARGETS[1]),
+                ("delay-every", "2s"),
+                ("delay-count", str(RECURRING_COUNT)),
+                ("delay-id", RECURRING),
+            ),
+            f"recurring: every 2 s, {RECURRING_COUNT} times",
+        ),
     ]
 
 
