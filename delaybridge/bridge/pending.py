@@ -39,7 +39,7 @@ from delaybridge.timerlog.pending_stats import Histogram, histogram
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-MIN_STORE_BUDGET = 2_000
+MIN_STORE_BUDGET = 1_000
 LIST_PARAMETERS = ("topic", "due_from_ms", "due_to_ms", "id_prefix", "limit", "cursor", "values")
 
 

@@ -53,9 +53,10 @@ from delaybridge.timerlog.timer_codec import EntryType
 
 ROLL = int(EntryType.ROLL)
 LOAD_ENTRIES = 4096
-"""Entries collected per window load."""
-DEFAULT_BUDGET = 20_000
-"""Entries a page may examine before it returns partial."""
+"""Most entries collected per window load (the first load collects about a page)."""
+DEFAULT_BUDGET = 5_000
+"""Entries a page may examine before it returns partial (~7 us each with a filter that
+reads the record: a partial page costs ~35 ms, see docs/benchmarks.md)."""
 _FIELDS = commit_codec.FIELDS
 _BODY = commit_codec.PREFIX.size
 
@@ -155,14 +156,14 @@ class _Walk:
         tick_ms = store.settings.tick_ms
         applied = store.cancels.applied
         t = lo
+        grow = 2 * self.limit + 64  # a full page usually needs one small load
         while t <= hi:
             left = self.budget - page.examined
             if left <= 0:
                 page.next = Position.end_of_tick(part, t - tick_ms)
                 return True
-            win = lists.load(
-                store.wheel, store.timer, store.commit_log, t, 0, hi, min(LOAD_ENTRIES, left)
-            )
+            win = lists.load(store.wheel, store.timer, store.commit_log, t, 0, hi, min(grow, left))
+            grow = min(2 * grow, LOAD_ENTRIES)
             order = np.lexsort((win.idx, win.tick_of))
             idx, cl, kind, ticks = (
                 win.idx[order],
