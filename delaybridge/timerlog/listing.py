@@ -43,8 +43,10 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
+from delaybridge.fileformat import HEADER_SIZE
 from delaybridge.timerlog import commit_codec, lists
 from delaybridge.timerlog.list_cursor import END, Part, Position
 from delaybridge.timerlog.records import TimerRecord
@@ -188,7 +190,7 @@ class _Walk:
                 want &= idx < bound
             if applied:
                 want &= ~np.isin(idx, np.fromiter(applied, np.int64, len(applied)))
-            for j in np.flatnonzero(want).tolist():
+            for j in self._matching(np.flatnonzero(want), cl):
                 if self._take(part, int(idx[j]), int(cl[j]), int(ticks[j])):
                     page.examined += j + 1
                     page.next = page.items[-1].position
@@ -201,9 +203,9 @@ class _Walk:
         return False
 
     def _take(self, part: Part, index: int, cl_pos: int, tick: int) -> bool:
-        """List the entry if it matches and is pending; True once the page is full."""
+        """List the entry if it is pending; True once the page is full."""
         store = self.store
-        if not self._matches(cl_pos) or not store.reader.is_pending(index, tick):
+        if not store.reader.is_pending(index, tick):
             return False
         try:
             rec = store.commit_log.read(cl_pos)
@@ -213,23 +215,37 @@ class _Walk:
         self.page.items.append(Listed(Position(int(part), tick, self.name, index), rec))
         return len(self.page.items) >= self.limit
 
-    def _matches(self, cl_pos: int) -> bool:
-        """The filters, on the record's fields read without its CRC (checked once it
-        matches); a record too damaged to read them is left to that check."""
+    def _matching(self, rows: npt.NDArray[np.intp], cl: npt.NDArray[np.int64]) -> list[int]:
+        """Those of ``rows`` whose record (at ``cl[row]``) passes the filters, read from its
+        fixed fields without the CRC (checked once it matches): one pass per window, the
+        segment of every record found at once. A record too damaged to read its fields
+        is kept, for that check to judge."""
         if self.topic is None and self.prefix is None and self.due_from is self.due_to is None:
-            return True
-        seg, off = self.store.commit_log.log.locate(cl_pos)
-        mm = seg.map()
-        try:
-            _, id_len, topic_len, _, due, *_ = _FIELDS.unpack_from(mm, off + _BODY)
-        except struct.error:
-            return True
-        if self.due_from is not None and due < self.due_from:
-            return False
-        if self.due_to is not None and due >= self.due_to:
-            return False
-        o = off + commit_codec.FIXED_SIZE
-        if self.prefix is not None and not mm[o : o + id_len].startswith(self.prefix):
-            return False
-        o += id_len
-        return self.topic is None or mm[o : o + topic_len] == self.topic
+            return list(rows.tolist())
+        log = self.store.commit_log.log
+        pos = cl[rows]
+        bases = np.asarray(log._bases, dtype=np.int64)
+        segs = (np.searchsorted(bases, pos, side="right") - 1).tolist()
+        offsets = (pos - bases[segs] + HEADER_SIZE + _BODY).tolist()
+        maps = [s.map() for s in log.segments]
+        unpack, fixed = _FIELDS.unpack_from, commit_codec.FIXED_SIZE - _BODY
+        topic, prefix = self.topic, self.prefix
+        lo = -(1 << 63) if self.due_from is None else self.due_from
+        hi = (1 << 63) if self.due_to is None else self.due_to
+        out = []
+        for row, s, off in zip(rows.tolist(), segs, offsets, strict=True):
+            mm = maps[s]
+            try:
+                _, id_len, topic_len, _, due, *_ = unpack(mm, off)
+            except struct.error:
+                out.append(row)
+                continue
+            if not lo <= due < hi:
+                continue
+            o = off + fixed
+            if prefix is not None and not mm[o : o + id_len].startswith(prefix):
+                continue
+            o += id_len
+            if topic is None or mm[o : o + topic_len] == topic:
+                out.append(row)
+        return out
