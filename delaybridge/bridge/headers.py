@@ -16,6 +16,11 @@ target partition outside 0..2^31-1 ``bad-partition``.
 Cancels: ``delay-cancel: <id>`` or ``TIMER_DEL_UNIQKEY: <id>``, or an etf1 tombstone (a
 null value keyed by the schedule id, with no timing header). A cancel that names a
 target topic only cancels a message bound for that topic.
+
+Replace by id: a schedule with an id of its own (``delay-id``, ``UNIQ_KEY``, an etf1
+key) replaces the pending messages with that id *and target topic* sent before it
+(``Schedule.replace``), unless ``delay-on-duplicate: keep``. A schedule under its default
+id (``<topic>-<partition>-<offset>``, unique) has nothing to replace.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from delaybridge.bridge.header_names import (
     ETF1_TARGET_KEY,
     ETF1_TARGET_TOPIC,
     INTERNAL_HEADERS,
+    ON_DUPLICATE,
     OUT_DUE_MS,
     OUT_ID,
     OUT_ORIGIN,
@@ -84,6 +90,8 @@ class Schedule:
     target_partition: int  # -1: the key decides (murmur2)
     key: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]  # control headers removed
+    replace: bool = False
+    """It replaces pending messages with its id and target topic sent before it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +149,9 @@ def _classify(record: SourceRecord, rules: HeaderRules, now_ms: int | None) -> D
     key = record.key
     if ETF1_TARGET_KEY in found:
         key = found[ETF1_TARGET_KEY].encode()
+    id = _checked_id(_message_id(record, found), DELAY_ID)
     return Schedule(
-        id=_checked_id(_message_id(record, found), DELAY_ID),
+        id=id,
         due_ms=due,
         target_topic=target,
         target_partition=partition,
@@ -150,7 +159,19 @@ def _classify(record: SourceRecord, rules: HeaderRules, now_ms: int | None) -> D
         headers=tuple(
             (k, v) for k, v in record.headers if k not in CONTROL_HEADERS | INTERNAL_HEADERS
         ),
+        replace=_replaces(found) and id != record.default_id,
     )
+
+
+def _replaces(found: dict[str, str]) -> bool:
+    """``delay-on-duplicate``: ``replace`` (the default) or ``keep``."""
+    value = found.get(ON_DUPLICATE, "replace").lower()
+    if value not in ("replace", "keep"):
+        raise Rejection(
+            Reason.BAD_HEADER,
+            f"header {ON_DUPLICATE}: {value[:80]!r} is neither 'replace' nor 'keep'",
+        )
+    return value == "replace"
 
 
 def _cancel_target(target: str | None, rules: HeaderRules) -> str | None:

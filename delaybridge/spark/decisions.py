@@ -11,6 +11,7 @@ comes back as one row of :data:`DECISION_SCHEMA`:
 ``id``                message id (schedule, cancel); null when rejected
 ``due_ms``            due time (schedule)
 ``target_topic``      where it goes (schedule); the topic a cancel is limited to
+``replace``           the schedule replaces earlier ones with its id and target
 ``reason``/``detail`` the dead-letter reason code and text (rejected)
 ====================  ==========================================================
 
@@ -41,7 +42,7 @@ class Kind(StrEnum):
 
 DECISION_SCHEMA = (
     "topic string, partition int, offset long, timestamp_ms long, kind string, id string, "
-    "due_ms long, target_topic string, reason string, detail string"
+    "due_ms long, target_topic string, replace boolean, reason string, detail string"
 )
 
 _INPUT_COLUMNS = ("topic", "partition", "offset", "timestamp_ms", "key", "value", "headers")
@@ -88,6 +89,7 @@ def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
     ids: list[str | None] = []
     dues: list[int | None] = []
     targets: list[str | None] = []
+    replaces: list[bool] = []
     reasons: list[str | None] = []
     details: list[str | None] = []
     for i in range(batch.num_rows):
@@ -109,6 +111,7 @@ def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
             ids.append(decision.id)
             dues.append(decision.due_ms)
             targets.append(decision.target_topic)
+            replaces.append(decision.replace)
             reasons.append(None)
             details.append(None)
         elif isinstance(decision, Cancel):
@@ -116,6 +119,7 @@ def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
             ids.append(decision.id)
             dues.append(None)
             targets.append(decision.target_topic)
+            replaces.append(False)
             reasons.append(None)
             details.append(None)
         else:
@@ -123,6 +127,7 @@ def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
             ids.append(None)
             dues.append(None)
             targets.append(None)
+            replaces.append(False)
             reasons.append(decision.reason.value)
             details.append(decision.detail)
     return pa.RecordBatch.from_pydict(
@@ -135,6 +140,7 @@ def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
             "id": pa.array(ids, pa.string()),
             "due_ms": pa.array(dues, pa.int64()),
             "target_topic": pa.array(targets, pa.string()),
+            "replace": pa.array(replaces, pa.bool_()),
             "reason": pa.array(reasons, pa.string()),
             "detail": pa.array(details, pa.string()),
         }

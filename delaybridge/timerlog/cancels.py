@@ -119,15 +119,17 @@ class CancelBook:
 
     def wait(self, cancel: Cancel, expires_ms: int, matched: bool) -> None:
         item = codec.Waiting(
-            expires_ms, cancel.id, cancel.target_topic, cancel.sent_ms, cancel.offset, matched
-        )
+            expires_ms, cancel.id, cancel.target_topic, cancel.sent_ms, cancel.offset, matched,
+            cancel.replace,
+        )  # fmt: skip
         pos = self._add(item)
         self.waiting.setdefault(cancel.id, []).append(
             WaitingCancel(cancel, expires_ms, pos, matched)
         )
 
-    def match(self, rec: TimerRecord) -> bool:
-        """Does a waiting cancel apply to ``rec`` (a message just appended)? Records it.
+    def match(self, rec: TimerRecord) -> Cancel | None:
+        """The waiting cancel that applies to ``rec`` (a message just appended), if any.
+        Records the match.
 
         A cancel keeps waiting after a match (other messages sent before it may come);
         one without a send time (written by a version-1 store) ends at its first match,
@@ -135,7 +137,7 @@ class CancelBook:
         """
         items = self.waiting.get(rec.id)
         if not items:
-            return False
+            return None
         for i, w in enumerate(items):
             if not w.cancel.applies_to(rec):
                 continue
@@ -147,12 +149,12 @@ class CancelBook:
             elif not w.matched:
                 w.matched = True
                 self._add(codec.Matched(w.pos))
-            return True
-        return False
+            return w.cancel
+        return None
 
     def expire(self, now_ms: int) -> int:
         """Forget waiting cancels whose grace ended; returns how many never matched
-        anything (unknown cancels)."""
+        anything (unknown cancels; a replace that found nothing is not one)."""
         if not self.waiting:
             return 0
         unknown = 0
@@ -162,7 +164,7 @@ class CancelBook:
             for w in items:
                 if w.expires_ms <= now_ms:
                     self._add(codec.Resolved(w.pos))
-                    unknown += not w.matched
+                    unknown += not (w.matched or w.cancel.replace)
             if keep:
                 self.waiting[id] = keep
             else:
@@ -220,7 +222,9 @@ class CancelBook:
         items: list[codec.Decoded] = [codec.Applied(i, t) for i, t in self.applied.items()]
         flat = [w for ws in self.waiting.values() for w in ws]
         items += [
-            codec.Waiting(w.expires_ms, c.id, c.target_topic, c.sent_ms, c.offset, w.matched)
+            codec.Waiting(
+                w.expires_ms, c.id, c.target_topic, c.sent_ms, c.offset, w.matched, c.replace
+            )
             for w in flat
             for c in (w.cancel,)
         ]
@@ -270,5 +274,5 @@ class CancelBook:
 
 
 def _waiting(item: codec.Waiting, pos: int) -> WaitingCancel:
-    cancel = Cancel(item.id, item.topic, item.sent_ms, item.offset)
+    cancel = Cancel(item.id, item.topic, item.sent_ms, item.offset, item.replace)
     return WaitingCancel(cancel, item.expires_ms, pos, item.matched)

@@ -70,6 +70,10 @@ class FakeSidecar:
         """Headers (as text) of every record in ``topic``."""
         return [header_text(m) for m in self.cluster.records(topic)]
 
+    def cancels(self) -> list[Any]:
+        """The cancel topic's records that are cancels, not schedules' replaces."""
+        return [m for m in self.cluster.records(CANCELS) if b'"replace"' not in (m.value() or b"")]
+
     def stop(self) -> None:
         self.service.shutdown()
 
