@@ -66,7 +66,7 @@ def delay_summaries(
     ).agg(F.count(F.lit(1)).alias("n"))
     resent = scheduled.groupBy("topic").agg(
         F.lit("resent").alias("metric"),
-        (F.count(F.lit(1)) - F.countDistinct("id")).alias("n"),
+        (F.countDistinct("partition", "offset") - F.countDistinct("id")).alias("n"),
     )
     other = (
         scheduled.where(~F.col("target_topic").isin(targets))

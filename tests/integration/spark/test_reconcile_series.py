@@ -75,3 +75,5 @@ def test_each_due_occurrence_is_expected_once(kafka: Any, spark: Any) -> None:
     assert c.late == 0  # the duplicate's first copy was on time
     assert found.unmatched == 0  # every delivery matched its (id, occurrence)
     assert report.failures == ["1 missing"]
+    (summary,) = report.delay_topics
+    assert summary.resent == 0  # occurrences are not re-sent records

@@ -124,10 +124,7 @@ def test_a_replace_re_read_after_a_restart_is_published_again(tmp_path: Path) ->
     side.send(schedule("order", 1_000), partition=0)
     side.turns(2)
     side.checkpoint()
-    for part in side.service.partitions:  # kill -9: no flush, no commit, no acks
-        part.store.abandon()
-    side.producer.queue.clear()
-    side.consumer.crash()
+    side.kill9()
     again = FakeSidecar(
         tmp_path, clock=side.clock, cluster=side.cluster, changelog={"enabled": False}
     )

@@ -24,10 +24,7 @@ def test_a_restart_re_reads_cancels_and_dead_letters_never_acknowledged(tmp_path
     side.turns(2)
     side.checkpoint()  # the schedule at 2 is flushed; nothing is committed
     assert side.committed(0) is None
-    for part in side.service.partitions:  # kill -9: no flush, no commit, no acks
-        part.store.abandon()
-    side.producer.queue.clear()
-    side.consumer.crash()
+    side.kill9()
 
     again = FakeSidecar(
         tmp_path, clock=side.clock, cluster=side.cluster, changelog={"enabled": False}

@@ -9,26 +9,18 @@ to replace is not an unknown cancel: most schedules replace nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from delaybridge.timerlog import Cancel, ManualClock, StoreSettings, TimerStore
-from tests.unit.timerlog.support import START_MS
-from tests.unit.timerlog.test_timerlog_cancel_order import GRACE_MS, delivered, sent
+from tests.unit.timerlog.support import GRACE_MS, START_MS
+from tests.unit.timerlog.test_timerlog_cancel_order import delivered, sent
 
 
 @pytest.fixture
-def graced(small: StoreSettings) -> StoreSettings:
-    return StoreSettings(**{**small.__dict__, "cancel_grace_ms": GRACE_MS})
-
-
-@pytest.fixture
-def store(tmp_path: Path, graced: StoreSettings, clock: ManualClock) -> Iterator[TimerStore]:
-    s = TimerStore.open(tmp_path / "store", graced, clock)
-    yield s
-    s.close()
+def store(graced_store: TimerStore) -> TimerStore:
+    return graced_store
 
 
 def replace(id: str, sent_ms: int, offset: int | None) -> Cancel:
