@@ -1,9 +1,7 @@
 """The cancel book: which pending entries are cancelled, which cancels still wait.
 
 Memory holds one small item per *cancelled pending* message and per waiting cancel,
-never one per pending message. Waiting cancels are also in a heap by expiry, so
-:meth:`CancelBook.expire` (every cancel call, flush and stats read) costs O(log n) per
-cancel that expires, not a pass over every waiting one. Both live in an append-only cancel log
+never one per pending message. Both live in an append-only cancel log
 (``cancels-<generation>.log``), cut back to the checkpoint's end on open like the
 other logs, and rewritten into the next generation when most of it is dead.
 
@@ -51,11 +49,11 @@ class CancelBook:
         """timer-log index -> slot_ms of every cancelled entry not yet passed."""
         self.waiting: dict[str, list[WaitingCancel]] = {}
         self._expiry: list[tuple[int, int, WaitingCancel]] = []
-        """(expires_ms, tie-break, cancel) of every waiting cancel, a heap; an entry whose
-        cancel ended at a match (no longer in ``waiting``) is skipped when popped."""
+        """Heap of (expires_ms, seq, item) over ``waiting``: expire() pops what is due
+        instead of walking every waiting cancel at every call (a replace per schedule
+        keeps tens of thousands waiting). Items no longer in ``waiting`` are skipped."""
         self._seq = itertools.count()
         self._count = 0
-        """Cancels in ``waiting``."""
         self._fd = -1
         self.end = 0
         self._pending: list[bytes] = []
@@ -106,7 +104,8 @@ class CancelBook:
             else:
                 waiting_at.pop(item.waiting_pos, None)
             offset += length
-        self._set_waiting(waiting_at.values())
+        for w in waiting_at.values():
+            self._track(w)
         os.ftruncate(self._fd, HEADER_SIZE + end)
         self.end = end
         if header.version < CURRENT_VERSIONS[FileKind.CANCEL_LOG]:
@@ -128,23 +127,19 @@ class CancelBook:
 
     def wait(self, cancel: Cancel, expires_ms: int, matched: bool) -> None:
         item = codec.Waiting(
-            expires_ms, cancel.id, cancel.target_topic, cancel.sent_ms, cancel.offset, matched
-        )
-        pos = self._add(item)
-        self._track(WaitingCancel(cancel, expires_ms, pos, matched))
+            expires_ms, cancel.id, cancel.target_topic, cancel.sent_ms, cancel.offset, matched,
+            cancel.replace,
+        )  # fmt: skip
+        self._track(WaitingCancel(cancel, expires_ms, self._add(item), matched))
 
     def _track(self, w: WaitingCancel) -> None:
         self.waiting.setdefault(w.cancel.id, []).append(w)
         heapq.heappush(self._expiry, (w.expires_ms, next(self._seq), w))
         self._count += 1
 
-    def _set_waiting(self, items: Iterable[WaitingCancel]) -> None:
-        self.waiting, self._expiry, self._count = {}, [], 0
-        for w in items:
-            self._track(w)
-
-    def match(self, rec: TimerRecord) -> bool:
-        """Does a waiting cancel apply to ``rec`` (a message just appended)? Records it.
+    def match(self, rec: TimerRecord) -> Cancel | None:
+        """The waiting cancel that applies to ``rec`` (a message just appended), if any.
+        Records the match.
 
         A cancel keeps waiting after a match (other messages sent before it may come);
         one without a send time (written by a version-1 store) ends at its first match,
@@ -152,39 +147,39 @@ class CancelBook:
         """
         items = self.waiting.get(rec.id)
         if not items:
-            return False
+            return None
         for i, w in enumerate(items):
             if not w.cancel.applies_to(rec):
                 continue
             if w.cancel.sent_ms is None:
                 del items[i]
+                self._count -= 1
                 if not items:
                     del self.waiting[rec.id]
-                self._count -= 1
                 self._add(codec.Resolved(w.pos))
             elif not w.matched:
                 w.matched = True
                 self._add(codec.Matched(w.pos))
-            return True
-        return False
+            return w.cancel
+        return None
 
     def expire(self, now_ms: int) -> int:
         """Forget waiting cancels whose grace ended; returns how many never matched
-        anything (unknown cancels)."""
+        anything (unknown cancels; a replace that found nothing is not one)."""
         unknown = 0
         heap = self._expiry
         while heap and heap[0][0] <= now_ms:
             w = heapq.heappop(heap)[2]
             items = self.waiting.get(w.cancel.id, [])
             at = next((i for i, x in enumerate(items) if x is w), None)
-            if at is None:  # it ended at a match
-                continue
+            if at is None:
+                continue  # already gone (a version-1 cancel ended at its match)
             del items[at]
             if not items:
                 del self.waiting[w.cancel.id]
             self._count -= 1
             self._add(codec.Resolved(w.pos))
-            unknown += not w.matched
+            unknown += not (w.matched or w.cancel.replace)
         return unknown
 
     def forget_before(self, done_tick_ms: int) -> None:
@@ -238,7 +233,9 @@ class CancelBook:
         items: list[codec.Decoded] = [codec.Applied(i, t) for i, t in self.applied.items()]
         flat = [w for ws in self.waiting.values() for w in ws]
         items += [
-            codec.Waiting(w.expires_ms, c.id, c.target_topic, c.sent_ms, c.offset, w.matched)
+            codec.Waiting(
+                w.expires_ms, c.id, c.target_topic, c.sent_ms, c.offset, w.matched, c.replace
+            )
             for w in flat
             for c in (w.cancel,)
         ]
@@ -246,11 +243,11 @@ class CancelBook:
         path = self._path(new_gen)
         chunks = [FileHeader(FileKind.CANCEL_LOG, 0, 0).encode()]
         pos = 0
-        waiting: list[WaitingCancel] = []
+        waiting: dict[str, list[WaitingCancel]] = {}
         for item in items:
             raw = codec.encode(item)
             if isinstance(item, codec.Waiting):
-                waiting.append(_waiting(item, pos))
+                waiting.setdefault(item.id, []).append(_waiting(item, pos))
             chunks.append(raw)
             pos += len(raw)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -263,8 +260,11 @@ class CancelBook:
             raise
         fsync_dir(self.directory)
         self._old = (self._fd, self._path(self.generation))
-        self._fd, self.generation, self.end = fd, new_gen, pos
-        self._set_waiting(waiting)
+        self._fd, self.generation, self.end, self.waiting = fd, new_gen, pos, {}
+        self._expiry, self._count = [], 0
+        for ws in waiting.values():
+            for w in ws:
+                self._track(w)
 
     def drop_old(self) -> None:
         old = self._old
@@ -289,5 +289,5 @@ class CancelBook:
 
 
 def _waiting(item: codec.Waiting, pos: int) -> WaitingCancel:
-    cancel = Cancel(item.id, item.topic, item.sent_ms, item.offset)
+    cancel = Cancel(item.id, item.topic, item.sent_ms, item.offset, item.replace)
     return WaitingCancel(cancel, item.expires_ms, pos, item.matched)
