@@ -104,15 +104,24 @@ def salvage(
     the segment's data end ``limit``), the id and the topic must be UTF-8; the headers
     are kept if they parse too. The value is dropped.
     """
-    if off + codec.FIXED_SIZE > limit:
+    if off + codec.MIN_SIZE > limit:
         return None
     length = codec.record_length(buf, off)
-    end = off + length if codec.FIXED_SIZE <= length <= limit - off else limit
+    end = off + length if codec.MIN_SIZE <= length <= limit - off else limit
     body = bytes(buf[off + codec.PREFIX.size : end])
     try:
-        (_, id_len, topic_len, n_headers, _due, source_offset, source_ts,
-         _partition, key_len, value_len) = codec.FIELDS.unpack_from(body)  # fmt: skip
-        o = codec.FIELDS.size
+        compact = body[0] == codec.RecordType.COMPACT
+        if compact:
+            (_, flags, id_len, topic_len, n_headers, key_len, _partition, _delay, ts_low,
+             ts_high, off_low, off_high) = codec.COMPACT.unpack_from(body)  # fmt: skip
+            source_offset, source_ts = off_low | off_high << 32, ts_low | ts_high << 32
+            key_len = -1 if flags & codec.NULL_KEY else key_len
+            value_len = 0  # the rest of the record, after the headers
+            o = codec.COMPACT.size
+        else:
+            (_, id_len, topic_len, n_headers, _due, source_offset, source_ts,
+             _partition, key_len, value_len) = codec.FIELDS.unpack_from(body)  # fmt: skip
+            o = codec.FIELDS.size
         if o + id_len + topic_len > len(body) or id_len == 0 or source_offset < 0:
             return None
         rid = body[o : o + id_len].decode()
