@@ -97,6 +97,10 @@ def _encode_topic(topic: str) -> bytes:
     return tb
 
 
+def _wide_only(*fields: object) -> bytes:
+    raise struct.error("the wide layout was asked for")
+
+
 def encode_batch(records: Sequence[TimerRecord], compact: bool = True) -> EncodedBatch:
     """Encode records: one ``pack``, one join and two CRCs per record, nothing more.
 
@@ -105,7 +109,7 @@ def encode_batch(records: Sequence[TimerRecord], compact: bool = True) -> Encode
     InvalidRecord (naming the record) if a field does not fit the wide layout either.
     """
     pack_fields = FIELDS.pack
-    pack_compact = COMPACT.pack if compact else None
+    pack_compact = COMPACT.pack if compact else _wide_only
     pack_prefix = PREFIX.pack
     crc32 = zlib.crc32
     join = b"".join
@@ -125,35 +129,31 @@ def encode_batch(records: Sequence[TimerRecord], compact: bool = True) -> Encode
             idb = rid.encode()
             tb = topic_bytes.get(topic) or _encode_topic(topic)
             hb = encode_headers(headers) if headers else b""
-            body = None
-            if pack_compact is not None:
-                try:
-                    body = join(
-                        (
-                            pack_compact(
-                                short,
-                                (key is None) | (value is None) << 1,
-                                len(idb),
-                                len(tb),
-                                len(headers),
-                                len(key) if key else 0,
-                                partition,
-                                due_ms - ts,
-                                ts & low,
-                                ts >> 32,
-                                offset & low,
-                                offset >> 32,
-                            ),
-                            idb,
-                            tb,
-                            key or b"",
-                            hb,
-                            value or b"",
-                        )
+            try:  # the compact layout; a field that does not fit it: the wide one
+                body = join(
+                    (
+                        pack_compact(
+                            short,
+                            (1 if key is None else 0) + (2 if value is None else 0),
+                            len(idb),
+                            len(tb),
+                            len(headers),
+                            len(key) if key else 0,
+                            partition,
+                            due_ms - ts,
+                            ts & low,
+                            ts >> 32,
+                            offset & low,
+                            offset >> 32,
+                        ),
+                        idb,
+                        tb,
+                        key or b"",
+                        hb,
+                        value or b"",
                     )
-                except struct_error:
-                    body = None  # a field does not fit: the wide layout
-            if body is None:
+                )
+            except struct_error:
                 body = join(
                     (
                         pack_fields(
@@ -224,41 +224,39 @@ def decode_many(
         try:
             length, crc = unpack_prefix(mm, off)
             body = mm[off + 8 : off + length]
-            if crc32(body) != crc or length < MIN_SIZE or len(body) != length - 8:
+            if crc32(body) != crc:
                 check(mm, off, len(mm), paths[s], off)  # raises, with the reason
             kind = body[0]
             if kind == short:
                 (_, flags, id_len, topic_len, n_headers, key_len, partition, delay,
                  ts_low, ts_high, off_low, off_high) = unpack_compact(body)  # fmt: skip
-                source_ts = ts_low | ts_high << 32
-                source_offset = off_low | off_high << 32
-                due_ms = source_ts + delay
                 o = cs + id_len
                 rid = body[cs:o].decode()
-            elif kind == wide:
-                (_, id_len, topic_len, n_headers, due_ms, source_offset, source_ts,
-                 partition, key_len, value_len) = unpack_fields(body)  # fmt: skip
-                o = fs + id_len
-                rid = body[fs:o].decode()
-            else:
-                raise IntegrityError(f"{paths[s]}: offset {off}: unknown record type {kind}")
-            tb = body[o : o + topic_len]
-            topic = topic_names.get(tb)
-            if topic is None:
-                if len(topic_names) > 10_000:
-                    topic_names.clear()
-                topic = topic_names[tb] = tb.decode()
-            o += topic_len
-            headers: Headers = ()
-            if kind == short:
-                key = None if flags & NULL_KEY else body[o : o + key_len]
-                o += key_len
+                e = o + topic_len
+                tb = body[o:e]
+                topic = topic_names.get(tb) or _topic_name(tb)
+                o = e + key_len
+                key = None if flags & 1 else body[e:o]  # 1: NULL_KEY
+                headers: Headers = ()
                 if n_headers:
                     headers, o = decode_headers(body, o, n_headers)
                 if o > len(body):
                     raise struct.error(f"fields run {o - len(body)} bytes past the record")
-                value = None if flags & NULL_VALUE else body[o:]
+                value = None if flags & 2 else body[o:]  # 2: NULL_VALUE
+                source_ts = ts_low | ts_high << 32
+                due_ms = source_ts + delay
+                source_offset = off_low | off_high << 32
+            elif kind != wide:
+                raise IntegrityError(f"{paths[s]}: offset {off}: unknown record type {kind}")
             else:
+                (_, id_len, topic_len, n_headers, due_ms, source_offset, source_ts,
+                 partition, key_len, value_len) = unpack_fields(body)  # fmt: skip
+                o = fs + id_len
+                rid = body[fs:o].decode()
+                e = o + topic_len
+                tb = body[o:e]
+                topic = topic_names.get(tb) or _topic_name(tb)
+                o = e
                 key = None
                 if key_len >= 0:
                     key = body[o : o + key_len]
@@ -267,8 +265,7 @@ def decode_many(
                 if value_len >= 0:
                     value = body[o : o + value_len]
                     o += value_len
-                if n_headers:
-                    headers = decode_headers(body, o, n_headers)[0]
+                headers = decode_headers(body, o, n_headers)[0] if n_headers else ()
         except (struct.error, UnicodeDecodeError) as exc:
             raise IntegrityError(f"{paths[s]}: offset {off}: malformed record: {exc}") from exc
         add(
@@ -278,6 +275,13 @@ def decode_many(
             )
         )
     return out
+
+
+def _topic_name(raw: bytes) -> str:
+    if len(_topic_names) > 10_000:  # topics are few; this only guards against abuse
+        _topic_names.clear()
+    name = _topic_names[raw] = raw.decode()
+    return name
 
 
 def decode(buf: bytes | mmap.mmap, offset: int, path: Path) -> TimerRecord:
