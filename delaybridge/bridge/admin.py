@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Message
 
+from delaybridge.bridge import pending
 from delaybridge.bridge.cancels import CancelLedger, CancelRequest
 from delaybridge.bridge.control import ControlTimeout, Direction
 from delaybridge.bridge.flow import FlowControl
@@ -173,6 +174,16 @@ class AdminControl:
                 "published": "queued" if queued else "not queued: producer queue full",
                 "matched_here": matched,
             }
+
+        return self.commands.call(do)
+
+    def list_pending(self, query: pending.PendingQuery) -> dict[str, Any]:
+        return self.commands.call(lambda: pending.list_replica(self._partitions, query))
+
+    def pending_stats(self, start_ms: int | None) -> dict[str, Any]:
+        def do() -> dict[str, Any]:
+            start = self._clock.now_ms() if start_ms is None else start_ms
+            return pending.stats_replica(self._partitions, start)
 
         return self.commands.call(do)
 

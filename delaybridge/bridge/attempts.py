@@ -22,6 +22,11 @@ A dead letter the dead-letter topic refuses as too large is written without its 
 then without the producer's headers (``bridge/deadletter.py``); any other failure of it
 is parked and retried, forever: a dead letter is never dropped.
 
+**Recurring schedules.** A fresh occurrence (its last header the series state,
+``bridge/series.py``) takes this path too, so the hot loop tests one set: its state
+becomes ``delay-occurrence`` on the way out, and the deliverer spawns the next one
+(``bridge/occurrences.py``). Parked, it keeps the state before the retry header.
+
 **Damaged records.** A record the store could not vouch for (its CRC failed when read:
 a ``DamagedRecord``, ``timerlog/quarantine.py``) starts bound for the dead-letter topic
 with reason ``store-corrupt``: it is never delivered to its target.
@@ -35,10 +40,11 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError as RdKafkaError
 
-from delaybridge.bridge.header_names import INTERNAL_HEADERS
+from delaybridge.bridge.header_names import INTERNAL_HEADERS, OUT_OCCURRENCE, SERIES_HEADER
 from delaybridge.bridge.partition import PartitionState
 from delaybridge.bridge.pipeline import Batch
 from delaybridge.bridge.reasons import Reason
+from delaybridge.bridge.series import occurrence_of
 from delaybridge.bridge.settings import DeliverySettings
 from delaybridge.timerlog import DamagedRecord, DueRecord, Headers, TimerRecord
 from delaybridge.timerlog.quarantine import QUARANTINE_HEADER
@@ -47,8 +53,9 @@ from delaybridge.timerlog.quarantine import QUARANTINE_HEADER
 RETRY_HEADER = "delaybridge-retry"
 assert RETRY_HEADER in INTERNAL_HEADERS and QUARANTINE_HEADER in INTERNAL_HEADERS
 #: Last headers that send a due record down the attempt path (not the hot loop): a
-#: parked record's state, or the store's note on a damaged one (dead-lettered).
-ATTEMPT_HEADERS = frozenset({RETRY_HEADER, QUARANTINE_HEADER})
+#: parked record's state, the store's note on a damaged one (dead-lettered), or the
+#: state of a recurring schedule's occurrence.
+ATTEMPT_HEADERS = frozenset({RETRY_HEADER, QUARANTINE_HEADER, SERIES_HEADER})
 
 _MISSING = {
     RdKafkaError._UNKNOWN_TOPIC: Reason.TARGET_TOPIC_MISSING,
@@ -116,9 +123,13 @@ class Attempt:
 
     @property
     def headers(self) -> Headers:
-        """The producer's headers (without our retry state or the store's note)."""
+        """The producer's headers (without our retry state or the store's note), and a
+        series occurrence's number in place of its state."""
         rec = self.due.record
-        return rec.headers[:-1] if is_parked(rec) or isinstance(rec, DamagedRecord) else rec.headers
+        hs = rec.headers[:-1] if is_parked(rec) or isinstance(rec, DamagedRecord) else rec.headers
+        if hs and hs[-1][0] == SERIES_HEADER:
+            return (*hs[:-1], (OUT_OCCURRENCE, str(occurrence_of(hs[-1][1])).encode()))
+        return hs
 
     def parked(self, at_ms: int) -> TimerRecord:
         """The record to append again, due at ``at_ms``, carrying this state (its
@@ -141,8 +152,22 @@ def is_parked(rec: TimerRecord) -> bool:
 
 
 def generation_of(rec: TimerRecord) -> int:
-    """Which stored copy of its message ``rec`` is: 0, or +1 per parking."""
-    return int(_state(rec).get("generation", 0)) if is_parked(rec) else 0
+    """Which stored copy of its message ``rec`` is: 0, or +1 per parking; occurrence k
+    of a series adds ``(k - 1) << 32`` (its changelog key then grows to 16 bytes,
+    ``timerlog/changelog_codec.py``), so every occurrence and each of its parked copies
+    has a key of its own."""
+    headers = rec.headers
+    if not headers:
+        return 0
+    name = headers[-1][0]
+    if name == SERIES_HEADER:
+        return (occurrence_of(headers[-1][1]) - 1) << 32
+    if name != RETRY_HEADER:
+        return 0
+    parked = int(_state(rec).get("generation", 0))
+    if len(headers) > 1 and headers[-2][0] == SERIES_HEADER:
+        return parked | (occurrence_of(headers[-2][1]) - 1) << 32
+    return parked
 
 
 def _state(rec: TimerRecord) -> dict[str, Any]:

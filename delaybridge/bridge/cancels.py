@@ -25,6 +25,13 @@ A cancel takes only the messages with its id that were *sent before it* (the rec
 timestamps in the delay topic; ties in one partition by offset): a reschedule (cancel,
 then the same id again) keeps the new message, and a cancel that comes too late (the
 message already delivered) cannot hit a later message with the id.
+
+A *replace* (a schedule with an explicit id, ``bridge/headers.py``) travels the same way
+as a cancel with ``replace`` set, sent at the schedule's own time and offset, so it takes
+what was sent before it and never the schedule itself. Its one difference is a tie
+across partitions: two schedules with one id and one timestamp in two partitions would
+each take the other, so a replace wins a cross-partition tie only against a message from
+a smaller ``(delay topic, partition)`` than its own (exactly one of them survives).
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ class CancelRequest:
     target_topic: str | None
     origin: str
     sent_ms: int | None = None
+    replace: bool = False
+    """Made by a schedule with an explicit id: replaces, see the module docstring."""
 
     def encode(self) -> bytes:
         doc: dict[str, object] = {
@@ -70,6 +79,8 @@ class CancelRequest:
         }
         if self.sent_ms is not None:
             doc["sent_ms"] = self.sent_ms
+        if self.replace:
+            doc["replace"] = True
         return orjson.dumps(doc)
 
     @classmethod
@@ -98,7 +109,12 @@ class CancelRequest:
             raise UnreadableCancel("'origin' must be a string")
         if sent is not None and (not isinstance(sent, int) or isinstance(sent, bool)):
             raise UnreadableCancel("'sent_ms' must be an integer")
-        return cls(id, topic, origin or "", sent)
+        replace = doc.get("replace", False)
+        if not isinstance(replace, bool):
+            raise UnreadableCancel("'replace' must be true or false")
+        if replace and (topic is None or sent is None):
+            raise UnreadableCancel("a replace needs 'target_topic' and 'sent_ms'")
+        return cls(id, topic, origin or "", sent, replace)
 
 
 def apply_cancels(parts: Iterable[PartitionState], requests: list[CancelRequest]) -> list[bool]:
@@ -113,21 +129,31 @@ def apply_cancels(parts: Iterable[PartitionState], requests: list[CancelRequest]
         return []
     hit = [False] * len(requests)
     for part in parts:
-        prefix = part.origin_prefix
-        cancels = [
-            Cancel(r.id, r.target_topic, r.sent_ms, _offset_in(r.origin, prefix)) for r in requests
-        ]
+        cancels = [_for_store(r, part) for r in requests]
         for i, matched in enumerate(part.store.cancel(cancels)):
             hit[i] = hit[i] or matched
     return hit
 
 
-def _offset_in(origin: str, prefix: str) -> int | None:
-    """The offset of an origin ``topic/partition/offset`` that starts with ``prefix``."""
-    if not origin.startswith(prefix):
-        return None
-    rest = origin[len(prefix) :]
-    return int(rest) if rest.isdigit() else None
+def _for_store(r: CancelRequest, part: PartitionState) -> Cancel:
+    """The cancel as ``part``'s store applies it (the tie rules of the module docstring)."""
+    prefix = part.origin_prefix
+    if r.origin.startswith(prefix):
+        rest = r.origin[len(prefix) :]
+        return Cancel(r.id, r.target_topic, r.sent_ms, int(rest) if rest.isdigit() else None,
+                      r.replace)  # fmt: skip
+    sent = r.sent_ms
+    if r.replace and sent is not None and _loses_tie(r.origin, part.topic, part.partition):
+        sent -= 1  # takes what was sent strictly before it, not a tie
+    return Cancel(r.id, r.target_topic, sent, None, r.replace)
+
+
+def _loses_tie(origin: str, topic: str, partition: int) -> bool:
+    """Is ``topic/partition`` after the replace's origin ``topic/partition/offset``?"""
+    o_topic, o_partition, _ = [*origin.rsplit("/", 2), "", ""][:3]
+    if not o_partition.isdigit():
+        return False  # no origin to order by: the cancel rule (it wins the tie)
+    return (topic, partition) > (o_topic, int(o_partition))
 
 
 class CancelLedger:
@@ -169,6 +195,9 @@ class CancelLedger:
             for part in parts:
                 self._on_removed(part)
         for request, hit in zip(requests, hits, strict=True):
+            if request.replace:  # one that finds nothing is the usual case, not unknown
+                self._tally.replaced += hit
+                continue
             key = (request.id, request.target_topic)
             if hit:
                 self._tally.cancelled += 1

@@ -5,6 +5,7 @@ delaybridge send --to orders --delay 30s [--config FILE] [--topic delay] [--key 
 delaybridge send --to orders --at 2026-11-22T08:00:00+01:00 VALUE
 delaybridge cancel [--config FILE] [--topic delay] [--to orders] ID
 delaybridge status [--url http://127.0.0.1:8080] [--token T]
+delaybridge pending list|stats (--url URL ... | --service NAME:PORT)   # see pending_cli
 
 ``send`` and ``cancel`` read the same settings as ``run`` (the file, then ``DELAYBRIDGE_*``
 variables), so they reach the cluster as the sidecar does: TLS and SASL from
@@ -55,6 +56,9 @@ def register(commands: Any, bench: Any) -> None:
     status.add_argument("--url", default="http://127.0.0.1:8080", help="sidecar HTTP address")
     status.add_argument("--token", default=os.environ.get("DELAYBRIDGE_HTTP__ADMIN_TOKEN", ""))
     status.set_defaults(handler=_status)
+    from delaybridge.bridge import pending_cli
+
+    pending_cli.register(commands)
     del bench  # the sidecar's benchmark is `bench e2e`, registered by delaybridge.tools
 
 

@@ -17,9 +17,12 @@ subclasses whose message is safe to show an operator (no secrets).
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from delaybridge.errors import DelayBridgeError
+
+if TYPE_CHECKING:
+    from delaybridge.bridge.pending import PendingQuery
 
 
 class Direction(StrEnum):
@@ -33,6 +36,14 @@ class Direction(StrEnum):
 
 class ControlTimeout(DelayBridgeError):
     """The owner thread did not answer a control call in time (it is busy or stuck)."""
+
+
+class BadRequest(DelayBridgeError):
+    """A query parameter is missing, repeated, unknown or malformed (HTTP 400)."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 @runtime_checkable
@@ -59,6 +70,15 @@ class Control(Protocol):
     def cancel(self, id: str, target_topic: str | None) -> dict[str, Any]:
         """Cancel the pending message ``id`` (optionally only if it targets
         ``target_topic``); returns a JSON-able result describing what happened."""
+        ...
+
+    def list_pending(self, query: PendingQuery) -> dict[str, Any]:
+        """One page of the pending messages this replica owns (``bridge/pending.py``)."""
+        ...
+
+    def pending_stats(self, start_ms: int | None) -> dict[str, Any]:
+        """Pending counts per target topic and the due-time histogram from ``start_ms``
+        (default: now)."""
         ...
 
     def pause(self, what: Direction) -> None:

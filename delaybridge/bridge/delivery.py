@@ -11,7 +11,8 @@ First tries go out from the hot loop (:meth:`Deliverer._produce_run`); a first t
 fails becomes an :class:`~delaybridge.bridge.attempts.Attempt`, judged by the rules in
 ``bridge/attempts.py``: retried later (*parked* in the store, so the cursor moves on
 and nothing waits in memory) or dead-lettered. Acks resolve their batch; the store's
-cursor moves over a batch once every record of it and before it is resolved.
+cursor moves over a batch once every record of it and before it is resolved. A
+recurring schedule's occurrence spawns the next one (``bridge/occurrences.py``).
 
 In exactly-once mode a failed report does not run the rules: its transaction is
 doomed, so the record is remembered (``bridge/poison.py``) and judged when the restart
@@ -36,7 +37,9 @@ from delaybridge.bridge.attempts import ATTEMPT_HEADERS, TOO_LARGE, Attempt, jud
 from delaybridge.bridge.backoff import RetryQueue, backoff_ms
 from delaybridge.bridge.changelog import Changelog
 from delaybridge.bridge.deadletter import dead_letter_headers, shrunk
+from delaybridge.bridge.header_names import SERIES_HEADER
 from delaybridge.bridge.headers import delivered_headers
+from delaybridge.bridge.occurrences import Spawner
 from delaybridge.bridge.outbox import Outbox
 from delaybridge.bridge.partition import PartitionState, Role
 from delaybridge.bridge.pipeline import Batch
@@ -73,6 +76,7 @@ class Deliverer:
         self._tally = tally
         self._limits = RateLimits(settings.rate_limits_per_s, time.monotonic())
         self._retries = retries
+        self.series = Spawner(settings.series_misfire_ms, clock, tally, changelog)
 
     # -- the turn ---------------------------------------------------------------------
 
@@ -94,14 +98,12 @@ class Deliverer:
                 produced += done
                 if blocked:
                     break  # queue full or rate limited: the rest waits for the next turn
+        self.series.spawn()  # the next occurrences of the series taken this turn
         return produced
 
     def _produce_held(self, part: PartitionState) -> tuple[int, bool]:
-        """Produce the partition's held records in order.
-
-        Returns (records handed over, blocked?) where blocked means the producer queue
-        is full, a rate limit said wait, or the store handed out an early record.
-        """
+        """Produce the partition's held records in order. Returns (records handed over,
+        blocked?): the producer queue is full, a rate limit said wait, or one was early."""
         pipeline = part.pipeline
         now_ms = self._clock.now_ms()
         now_s = time.monotonic()
@@ -141,9 +143,11 @@ class Deliverer:
                 early_ms = rec.due_ms - now_ms
                 log.error("store handed out %s %d ms early; holding it", rec.id, early_ms)
                 return i - start
-            if rec.headers and rec.headers[-1][0] in ATTEMPT_HEADERS:  # parked, or damaged
+            if rec.headers and rec.headers[-1][0] in ATTEMPT_HEADERS:  # parked, damaged, series
                 if not self._send(Attempt.of(part, due, batch)):
                     return i - start
+                if rec.headers[-1][0] == SERIES_HEADER:  # a first try: spawn the next
+                    self.series.taken(part, rec, now_ms)
                 continue
             if eos is not None and self._eos_failed(part, due, batch, now_s):
                 continue
@@ -171,8 +175,7 @@ class Deliverer:
     ) -> None:
         """The delivery report of a first try: no Attempt is built unless it failed."""
         if err is None:
-            delivered = self._tally.delivered
-            topic = due.record.target_topic
+            delivered, topic = self._tally.delivered, due.record.target_topic
             delivered[topic] = delivered.get(topic, 0) + 1
             part.pipeline.resolve(batch)
             if self._changelog is not None:
@@ -181,7 +184,6 @@ class Deliverer:
             self._outcome(Attempt.of(part, due, batch), err, msg)
 
     # -- exactly-once ---------------------------------------------------------------------
-
     def _eos_failed(self, part: PartitionState, due: DueRecord, batch: Batch, now_s: float) -> bool:
         """A record remembered as failed, or whose target does not exist: judged now,
         without producing it (True); False: produce it."""
@@ -193,7 +195,6 @@ class Deliverer:
         return True
 
     # -- attempts -------------------------------------------------------------------------
-
     def _send(self, attempt: Attempt) -> bool:
         """Produce an attempt (to its target, or to the dead-letter topic once it is
         bound there); False when the producer queue is full (nothing sent)."""
@@ -294,6 +295,4 @@ class Deliverer:
             self._changelog.removed(part, attempt.due.record)
 
     def _retry(self, attempt: Attempt) -> bool:
-        if attempt.part.closed:
-            return True  # its partition moved away; the next owner delivers it
-        return self._send(attempt)
+        return attempt.part.closed or self._send(attempt)  # moved: the next owner sends it

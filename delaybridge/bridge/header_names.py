@@ -16,12 +16,18 @@ DELIVER_AT_MS = "deliver-at-ms"
 DELIVER_AT = "deliver-at"
 DELAY_ID = "delay-id"
 DELAY_CANCEL = "delay-cancel"
+ON_DUPLICATE = "delay-on-duplicate"
 RMQ_DELIVER_MS = "TIMER_DELIVER_MS"
 RMQ_DELAY_MS = "TIMER_DELAY_MS"
 RMQ_DELAY_SEC = "TIMER_DELAY_SEC"
 RMQ_CANCEL = "TIMER_DEL_UNIQKEY"
 RMQ_LEVEL = "DELAY"
 RMQ_UNIQ_KEY = "UNIQ_KEY"
+DELAY_CRON = "delay-cron"
+DELAY_TIMEZONE = "delay-timezone"
+DELAY_EVERY = "delay-every"
+DELAY_UNTIL = "delay-until"
+DELAY_COUNT = "delay-count"
 ETF1_EPOCH = "scheduler-epoch"
 ETF1_TARGET_TOPIC = "scheduler-target-topic"
 ETF1_TARGET_KEY = "scheduler-target-key"
@@ -29,6 +35,8 @@ ETF1_TARGET_KEY = "scheduler-target-key"
 OUT_ID = "delay-id"
 OUT_ORIGIN = "delay-origin"
 OUT_DUE_MS = "delay-due-ms"
+# Added to every delivered occurrence of a recurring schedule (1-based).
+OUT_OCCURRENCE = "delay-occurrence"
 # Added to every dead-lettered record.
 OUT_ERROR = "delay-error"
 OUT_ERROR_DETAIL = "delay-error-detail"
@@ -44,6 +52,7 @@ CONTROL_HEADERS = frozenset(
         DELIVER_AT,
         DELAY_ID,
         DELAY_CANCEL,
+        ON_DUPLICATE,
         RMQ_DELIVER_MS,
         RMQ_DELAY_MS,
         RMQ_DELAY_SEC,
@@ -54,11 +63,20 @@ CONTROL_HEADERS = frozenset(
         ETF1_TARGET_KEY,
         OUT_ORIGIN,
         OUT_DUE_MS,
+        DELAY_CRON,
+        DELAY_TIMEZONE,
+        DELAY_EVERY,
+        DELAY_UNTIL,
+        DELAY_COUNT,
+        OUT_OCCURRENCE,
     }
 )
+RECURRENCE_HEADERS = frozenset({DELAY_CRON, DELAY_TIMEZONE, DELAY_EVERY, DELAY_UNTIL, DELAY_COUNT})
 
 # The sidecar's own headers inside its store, never a producer's: a parked retry's state
-# (``bridge/attempts.py``) and the store's note on a damaged record
-# (``timerlog/quarantine.py``). Stripped at ingest: a producer that sets one must not
-# steer delivery (a garbage retry state used to crash the loop at every restart).
-INTERNAL_HEADERS = frozenset({"delaybridge-retry", "delaybridge-store-corrupt"})
+# (``bridge/attempts.py``), the store's note on a damaged record
+# (``timerlog/quarantine.py``) and a recurring schedule's state (``bridge/series.py``).
+# Stripped at ingest: a producer that sets one must not steer delivery (a garbage retry
+# state used to crash the loop at every restart).
+SERIES_HEADER = "delaybridge-series"
+INTERNAL_HEADERS = frozenset({"delaybridge-retry", "delaybridge-store-corrupt", SERIES_HEADER})

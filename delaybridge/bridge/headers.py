@@ -16,6 +16,11 @@ target partition outside 0..2^31-1 ``bad-partition``.
 Cancels: ``delay-cancel: <id>`` or ``TIMER_DEL_UNIQKEY: <id>``, or an etf1 tombstone (a
 null value keyed by the schedule id, with no timing header). A cancel that names a
 target topic only cancels a message bound for that topic.
+
+Replace by id: a schedule with an id of its own (``delay-id``, ``UNIQ_KEY``, an etf1
+key) replaces the pending messages with that id *and target topic* sent before it
+(``Schedule.replace``), unless ``delay-on-duplicate: keep``. A schedule under its default
+id (``<topic>-<partition>-<offset>``, unique) has nothing to replace.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ from delaybridge.bridge.header_names import (
     ETF1_TARGET_KEY,
     ETF1_TARGET_TOPIC,
     INTERNAL_HEADERS,
+    ON_DUPLICATE,
     OUT_DUE_MS,
     OUT_ID,
     OUT_ORIGIN,
+    RECURRENCE_HEADERS,
     RMQ_CANCEL,
     RMQ_UNIQ_KEY,
     TARGET_PARTITION,
@@ -42,6 +49,7 @@ from delaybridge.bridge.header_names import (
 )
 from delaybridge.bridge.reasons import Reason
 from delaybridge.bridge.rules import HeaderRules, Rejection
+from delaybridge.bridge.series import Series, recurrence, state_header
 from delaybridge.bridge.timing import TimeFormatError, parse_int
 
 Headers = Sequence[tuple[str, bytes | None]]
@@ -83,7 +91,12 @@ class Schedule:
     target_topic: str
     target_partition: int  # -1: the key decides (murmur2)
     key: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]  # control headers removed
+    headers: tuple[tuple[str, bytes | None], ...]
+    """The producer's, control headers removed; a series' state last (``series.py``)."""
+    replace: bool = False
+    """It replaces pending messages with its id and target topic sent before it."""
+    series: Series | None = None
+    """A recurring schedule (``bridge/series.py``); ``due_ms`` is its first occurrence's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +133,8 @@ def _classify(record: SourceRecord, rules: HeaderRules, now_ms: int | None) -> D
     if cancel_id is not None:
         return Cancel(_checked_id(cancel_id, DELAY_CANCEL), _cancel_target(target, rules))
     timing = [name for name in TIMING_PRECEDENCE if name in found]
-    if record.value is None and not timing and record.key is not None:
+    recurring = not RECURRENCE_HEADERS.isdisjoint(found)
+    if record.value is None and not timing and not recurring and record.key is not None:
         key_id = _checked_id(_text(record.key, "record key"), "record key")
         return Cancel(key_id, _cancel_target(target, rules))  # etf1 tombstone
     target = target or rules.routes.get(record.topic)
@@ -137,20 +151,43 @@ def _classify(record: SourceRecord, rules: HeaderRules, now_ms: int | None) -> D
         except TimeFormatError as exc:
             raise Rejection(Reason.BAD_PARTITION, f"header {TARGET_PARTITION}: {exc}") from exc
     base = delay_base_ms(record.timestamp_ms, record.log_append_time, rules, now_ms)
-    due = due_ms(found, timing, base, rules)
+    due = due_ms(found, timing, base, rules) if timing or not recurring else None
+    series = recurrence(found, due, base, rules) if recurring else None
+    if series is not None:
+        due = series.first_ms
+    assert due is not None
     key = record.key
     if ETF1_TARGET_KEY in found:
         key = found[ETF1_TARGET_KEY].encode()
+    id = _checked_id(_message_id(record, found), DELAY_ID)
     return Schedule(
-        id=_checked_id(_message_id(record, found), DELAY_ID),
+        id=id,
         due_ms=due,
         target_topic=target,
         target_partition=partition,
         key=key,
-        headers=tuple(
-            (k, v) for k, v in record.headers if k not in CONTROL_HEADERS | INTERNAL_HEADERS
-        ),
+        headers=_stored_headers(record.headers, series),
+        replace=_replaces(found) and id != record.default_id,
+        series=series,
     )
+
+
+def _stored_headers(
+    headers: Headers, series: Series | None
+) -> tuple[tuple[str, bytes | None], ...]:
+    kept = tuple((k, v) for k, v in headers if k not in CONTROL_HEADERS | INTERNAL_HEADERS)
+    return kept if series is None else (*kept, state_header(series, 1))
+
+
+def _replaces(found: dict[str, str]) -> bool:
+    """``delay-on-duplicate``: ``replace`` (the default) or ``keep``."""
+    value = found.get(ON_DUPLICATE, "replace").lower()
+    if value not in ("replace", "keep"):
+        raise Rejection(
+            Reason.BAD_HEADER,
+            f"header {ON_DUPLICATE}: {value[:80]!r} is neither 'replace' nor 'keep'",
+        )
+    return value == "replace"
 
 
 def _cancel_target(target: str | None, rules: HeaderRules) -> str | None:

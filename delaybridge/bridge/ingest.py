@@ -4,7 +4,8 @@
 (:func:`~delaybridge.bridge.headers.classify`) and then:
 
 - a :class:`Schedule` is appended to its partition's store (one ``append`` per run of
-  schedules of a partition);
+  schedules of a partition); one that replaces by id is then also published to the
+  cancel topic as a replace (``bridge/cancels.py``), once it is in the store;
 - a :class:`Cancel` is re-published to the cancel topic (``bridge/cancels.py``);
 - a :class:`Rejected` record goes, unchanged, to the dead-letter topic with its reason.
 
@@ -17,7 +18,7 @@ Offsets stay contiguous: a partition's pending run of schedules is appended *bef
 side write of a later offset starts, so the commit position (``bridge/offsets.py``)
 never covers a schedule that is not in the store, even when the loop dies mid-batch.
 Schedules at offsets the store already holds (a re-read after a restart) are skipped;
-cancels and dead letters are written again (harmless duplicates).
+cancels, replaces and dead letters are written again (harmless duplicates).
 
 A run the store has no room for (disk full) is not lost: :meth:`Ingestor.handle`
 returns where to read its partition again from, and the service seeks there and
@@ -47,8 +48,9 @@ from delaybridge.timerlog import Clock, TimerRecord
 from delaybridge.timerlog.errors import DelayTooLong, InvalidRecord
 
 log = logging.getLogger(__name__)
-#: A run of schedules waiting to be appended: the records and the messages they came from.
-Run = tuple[list[TimerRecord], list[Message]]
+#: A run of schedules waiting to be appended: the records, the messages they came from,
+#: and the replaces to publish once they are stored.
+Run = tuple[list[TimerRecord], list[Message], list[Message]]
 
 
 class Ingestor:
@@ -100,9 +102,14 @@ class Ingestor:
                 decision = Rejected(Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
             if isinstance(decision, Schedule):
                 if record.offset > part.stored_upto:
-                    records, msgs = runs.setdefault(key, ([], []))
+                    records, msgs, replaces = runs.setdefault(key, ([], [], []))
                     records.append(_timer_record(record, decision))
                     msgs.append(msg)
+                    if decision.replace:
+                        replaces.append(msg)
+                elif decision.replace:  # stored before a crash; its replace maybe not
+                    replace = Cancel(decision.id, decision.target_topic)
+                    self._publish_cancel(part, msg, replace, replace=True)
                 continue
             rewind = self._store_run(part, runs.pop(key, None))  # offsets stay contiguous
             if rewind is not None:
@@ -122,11 +129,11 @@ class Ingestor:
         """Append a run; the offset to read again from if the disk had no room."""
         if run is None:
             return None
-        records, msgs = run
+        records, msgs, replaces = run
         try:
             encoded = part.store.append(records)
         except (InvalidRecord, DelayTooLong):
-            self._store_one_by_one(part, records, msgs)
+            self._store_one_by_one(part, records, msgs, set(map(id, replaces)))
             return None
         except OSError as exc:
             if exc.errno not in NO_SPACE:
@@ -139,11 +146,13 @@ class Ingestor:
         if self._changelog is not None:
             self._changelog.stored(part, records, encoded.records())
             self._changelog.removed_by_store(part)  # waiting cancels that matched at once
+        self._publish_replaces(part, records, msgs, set(map(id, replaces)))
         return None
 
     def _store_one_by_one(
-        self, part: PartitionState, records: list[TimerRecord], msgs: list[Message]
-    ) -> None:
+        self, part: PartitionState, records: list[TimerRecord], msgs: list[Message],
+        replacing: set[int],
+    ) -> None:  # fmt: skip
         """A record of the run does not fit the store: store the others, dead-letter it."""
         for rec, msg in zip(records, msgs, strict=True):
             try:
@@ -159,14 +168,30 @@ class Ingestor:
             if self._changelog is not None:
                 self._changelog.stored(part, [rec], encoded.records())
                 self._changelog.removed_by_store(part)
+            self._publish_replaces(part, [rec], [msg], replacing)
 
-    def _publish_cancel(self, part: PartitionState, msg: Message, cancel: Cancel) -> None:
-        request = CancelRequest(cancel.id, cancel.target_topic, _origin(msg), msg.timestamp()[1])
+    def _publish_replaces(
+        self, part: PartitionState, records: list[TimerRecord], msgs: list[Message],
+        replacing: set[int],
+    ) -> None:  # fmt: skip
+        """Publish the replaces of stored schedules (``replacing``: their messages' ids)."""
+        if not replacing:
+            return
+        for rec, msg in zip(records, msgs, strict=True):
+            if id(msg) in replacing:
+                self._publish_cancel(part, msg, Cancel(rec.id, rec.target_topic), replace=True)
+
+    def _publish_cancel(
+        self, part: PartitionState, msg: Message, cancel: Cancel, *, replace: bool = False
+    ) -> None:
+        request = CancelRequest(
+            cancel.id, cancel.target_topic, _origin(msg), msg.timestamp()[1], replace
+        )
         self._side.write(
             SideWrite(part, _offset(msg), self._cancel_topic, cancel.id.encode(),
                       request.encode(), [], shrinkable=False)
         )  # fmt: skip
-        self._tally.cancels_published += 1
+        self._tally.cancels_published += not replace
 
     def _dead_letter(self, part: PartitionState, msg: Message, rej: Rejected) -> None:
         origin = _origin(msg)

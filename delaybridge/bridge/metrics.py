@@ -31,28 +31,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Info, ProcessCo
 
 from delaybridge import __version__
 from delaybridge.bridge.control import Direction
+from delaybridge.bridge.labels import DEFAULT_TOPIC_LABELS, LabelBudget
 from delaybridge.bridge.lateness import LatenessHistogram
 from delaybridge.bridge.partition_metrics import PartitionMetrics
 from delaybridge.bridge.reasons import Reason
-
-OTHER = "__other__"
-DEFAULT_TOPIC_LABELS = 500
-
-
-class LabelBudget:
-    """Pass through the first ``limit`` distinct label values, fold the rest into OTHER."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._seen: set[str] = set()
-
-    def __call__(self, value: str) -> str:
-        if value in self._seen:
-            return value
-        if len(self._seen) >= self._limit:
-            return OTHER
-        self._seen.add(value)
-        return value
 
 
 class Metrics:
@@ -81,6 +63,11 @@ class Metrics:
         )  # fmt: skip
         self._cancelled = Counter(
             "delaybridge_cancelled", "Pending messages removed by a cancel.", registry=r
+        )
+        self._replaced = Counter(
+            "delaybridge_replaced",
+            "Pending messages replaced by a later schedule with the same id and target topic.",
+            registry=r,
         )
         self._cancel_unknown = Counter(
             "delaybridge_cancel_unknown",
@@ -210,6 +197,9 @@ class Metrics:
 
     def cancelled(self, n: int = 1) -> None:
         self._cancelled.inc(n)
+
+    def replaced(self, n: int = 1) -> None:
+        self._replaced.inc(n)
 
     def cancel_unknown(self, n: int = 1) -> None:
         self._cancel_unknown.inc(n)

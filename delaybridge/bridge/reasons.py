@@ -24,6 +24,10 @@ class Reason(StrEnum):
     TARGET_UNAVAILABLE = "target-unavailable"
     """The target kept failing with retryable errors (broker down, timeouts) for longer
     than ``delivery.retry_unavailable_ms``."""
+    BAD_RECURRENCE = "bad-recurrence"
+    """Recurring-schedule headers that cannot make a series: an unparseable cron, an
+    unknown time zone, cron and interval together, an interval under 1 s, a count
+    below 1, an end before the first occurrence (``bridge/series.py``)."""
     CLOCK_SKEW = "clock-skew"
     """A CreateTime too far from the sidecar's clock, with ``timestamp_policy: dead-letter``."""
     STORE_CORRUPT = "store-corrupt"

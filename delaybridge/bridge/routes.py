@@ -10,7 +10,8 @@ Endpoints (docs/operations.md has curl examples):
 - ``GET /healthz`` — 200 while the service loop is alive, else 503.
 - ``GET /readyz`` — 200 once partitions are assigned and stores recovered, else 503
   with the reason.
-- ``/admin/...`` — stats, message look-up and cancel, pause/resume; requires
+- ``/admin/...`` — stats, message look-up and cancel, pause/resume, the listing of
+  pending messages and their counts (``bridge/pending.py``); requires
   ``Authorization: Bearer <token>`` whenever a token is configured, checked before
   routing so an unauthenticated caller learns nothing about paths.
 
@@ -32,7 +33,8 @@ import orjson
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from delaybridge.bridge.control import Control, ControlTimeout, Direction
+from delaybridge.bridge import pending
+from delaybridge.bridge.control import BadRequest, Control, ControlTimeout, Direction
 from delaybridge.errors import DelayBridgeError
 
 log = logging.getLogger(__name__)
@@ -57,14 +59,6 @@ class Response:
     body: bytes
     content_type: str = JSON
     headers: tuple[tuple[str, str], ...] = ()
-
-
-class BadRequest(DelayBridgeError):
-    """A query parameter is missing, repeated, unknown or malformed."""
-
-    def __init__(self, parameter: str, message: str) -> None:
-        super().__init__(message)
-        self.parameter = parameter
 
 
 def json_response(status: HTTPStatus, payload: Any) -> Response:
@@ -96,6 +90,8 @@ class Router:
             "/admin/paused": {"GET": self._paused},
             "/admin/pause": {"POST": self._pause},
             "/admin/resume": {"POST": self._resume},
+            "/admin/messages": {"GET": self._list},
+            "/admin/pending": {"GET": self._pending},
         }
 
     def handle(self, request: Request) -> Response:
@@ -186,6 +182,14 @@ class Router:
     def _resume(self, request: Request) -> Response:
         self._control.resume(_direction(request))
         return json_response(HTTPStatus.OK, {"paused": self._control.paused()})
+
+    def _list(self, request: Request) -> Response:
+        query = pending.parse_query(_params(request, *pending.LIST_PARAMETERS))
+        return json_response(HTTPStatus.OK, self._control.list_pending(query))
+
+    def _pending(self, request: Request) -> Response:
+        start = pending.parse_int(_params(request, "start_ms"), "start_ms")
+        return json_response(HTTPStatus.OK, self._control.pending_stats(start))
 
     def _message(self, request: Request) -> Response:
         message_id = unquote(request.path[len(MESSAGES_PREFIX) :])

@@ -60,6 +60,9 @@ class DeliverySettings(_Section):
     retry_unavailable_ms: int = Field(default=3_600_000, ge=0)
     # Optional per-target-topic rate limits, messages per second.
     rate_limits_per_s: dict[str, float] = Field(default_factory=dict)
+    # A recurring schedule's occurrences missed by more than this (the sidecar was down)
+    # are skipped; those within it are caught up at once (bridge/series.py).
+    series_misfire_ms: int = Field(default=60_000, ge=0)
     # Exactly-once (Kafka transactions, docs/architecture.md "Exactly-once"): deliveries,
     # changelog writes, side writes and the delay-topic offsets commit together, every
     # transaction_interval_ms. Needs the changelog.

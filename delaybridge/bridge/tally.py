@@ -35,6 +35,8 @@ class Tally:
     """Records on the cancel topic that were not cancels (skipped)."""
     cancelled: int = 0
     """Pending messages removed by a cancel."""
+    replaced: int = 0
+    """Pending messages a later schedule with the same id replaced."""
     cancel_unknown: int = 0
     """Cancels that matched no pending message in this sidecar's stores."""
     early: int = 0

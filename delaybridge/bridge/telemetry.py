@@ -63,6 +63,7 @@ class Telemetry:
             m.delivery_retried(reason, n)
         m.cancelled(t.cancelled)
         m.cancel_unknown(t.cancel_unknown)
+        m.replaced(t.replaced)
         m.cancels_published(t.cancels_published)
         m.cancels_unreadable(t.cancels_unreadable)
         m.early(t.early)

@@ -10,6 +10,8 @@ import re
 from datetime import UTC, datetime, timedelta
 
 _DURATION = re.compile(r"^\s*([0-9]{1,15})\s*(ms|s|m|h|d)\s*$")
+_INTERVAL_PART = re.compile(r"([0-9]{1,15})(ms|s|m|h|d)")
+_INTERVAL = re.compile(r"(?:[0-9]{1,15}(?:ms|s|m|h|d)){1,5}")
 #: ASCII digits only (``str.isdigit`` accepts "²" and other scripts' digits, which
 #: ``int()`` then refuses), and few enough that nothing downstream overflows int64.
 _INTEGER = re.compile(r"-?[0-9]{1,18}")
@@ -69,6 +71,19 @@ def parse_duration_ms(text: str) -> int:
     if match is None:
         raise TimeFormatError(f"expected a duration like 10s, 5m or 2h, got {_cut(text)}")
     return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+def parse_interval_ms(text: str) -> int:
+    """An interval: plain milliseconds (``90000``), one duration (``90s``) or several
+    summed (``1h30m``, ``1m30s500ms``; up to five parts) → milliseconds."""
+    stripped = text.strip()
+    if _INTEGER.fullmatch(stripped) is not None and not stripped.startswith("-"):
+        return int(stripped)
+    if _INTERVAL.fullmatch(stripped) is None:
+        raise TimeFormatError(
+            f"expected an interval like 2s, 5m, 1h30m or milliseconds, got {_cut(text)}"
+        )
+    return sum(int(n) * _UNIT_MS[unit] for n, unit in _INTERVAL_PART.findall(stripped))
 
 
 def parse_level_table(table: str) -> tuple[int, ...]:

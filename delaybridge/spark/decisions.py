@@ -11,7 +11,11 @@ comes back as one row of :data:`DECISION_SCHEMA`:
 ``id``                message id (schedule, cancel); null when rejected
 ``due_ms``            due time (schedule)
 ``target_topic``      where it goes (schedule); the topic a cancel is limited to
+``replace``           the schedule replaces earlier ones with its id and target
 ``reason``/``detail`` the dead-letter reason code and text (rejected)
+``occurrences``       a recurring schedule's occurrences due up to the horizon, as
+                      ``(k, due_ms)`` structs (``Series.expand``; at least the first,
+                      at most ``MAX_OCCURRENCES``); null for a one-off
 ====================  ==========================================================
 
 plus the record's ``topic``, ``partition``, ``offset`` and ``timestamp_ms``.
@@ -41,30 +45,38 @@ class Kind(StrEnum):
 
 DECISION_SCHEMA = (
     "topic string, partition int, offset long, timestamp_ms long, kind string, id string, "
-    "due_ms long, target_topic string, reason string, detail string"
+    "due_ms long, target_topic string, replace boolean, reason string, detail string, "
+    "occurrences array<struct<k:int,due_ms:long>>"
 )
+#: Occurrences a single series record expands into, at most (a per-second series over a
+#: month would be 2.6M rows: the report stops expecting beyond this).
+MAX_OCCURRENCES = 100_000
 
 _INPUT_COLUMNS = ("topic", "partition", "offset", "timestamp_ms", "key", "value", "headers")
 
 
-def classify_rows(rows: DataFrame, rules: HeaderRules) -> DataFrame:
-    """Classify Kafka-source rows (with ``timestamp_ms`` added) into decision rows."""
-    return rows.select(*_INPUT_COLUMNS).mapInArrow(batch_classifier(rules), DECISION_SCHEMA)
+def classify_rows(rows: DataFrame, rules: HeaderRules, horizon_ms: int | None = None) -> DataFrame:
+    """Classify Kafka-source rows (with ``timestamp_ms`` added) into decision rows;
+    recurring schedules list their occurrences due up to ``horizon_ms``."""
+    classifier = batch_classifier(rules, horizon_ms)
+    return rows.select(*_INPUT_COLUMNS).mapInArrow(classifier, DECISION_SCHEMA)
 
 
 def batch_classifier(
-    rules: HeaderRules,
+    rules: HeaderRules, horizon_ms: int | None = None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The mapInArrow function; pure Python, so unit tests call it on hand-made batches."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            yield classify_batch(batch, rules)
+            yield classify_batch(batch, rules, horizon_ms)
 
     return run
 
 
-def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
+def classify_batch(
+    batch: pa.RecordBatch, rules: HeaderRules, horizon_ms: int | None = None
+) -> pa.RecordBatch:
     """One Arrow batch of source rows → one Arrow batch of decisions, row for row.
 
     The hot loop of the job (one iteration per delay-topic record): headers are read as
@@ -88,8 +100,10 @@ def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
     ids: list[str | None] = []
     dues: list[int | None] = []
     targets: list[str | None] = []
+    replaces: list[bool] = []
     reasons: list[str | None] = []
     details: list[str | None] = []
+    occurrences: list[list[dict[str, int]] | None] = []
     for i in range(batch.num_rows):
         lo, hi = bounds[i], bounds[i + 1]
         decision = classify(
@@ -104,11 +118,17 @@ def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
             ),
             rules,
         )
+        occurrences.append(None)
         if isinstance(decision, Schedule):
+            if decision.series is not None:
+                upto = max(horizon_ms or 0, decision.due_ms)  # the first one, at least
+                expanded = decision.series.expand(upto, MAX_OCCURRENCES)
+                occurrences[-1] = [{"k": k, "due_ms": due} for k, due in expanded]
             kinds.append(Kind.SCHEDULE.value)
             ids.append(decision.id)
             dues.append(decision.due_ms)
             targets.append(decision.target_topic)
+            replaces.append(decision.replace)
             reasons.append(None)
             details.append(None)
         elif isinstance(decision, Cancel):
@@ -116,6 +136,7 @@ def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
             ids.append(decision.id)
             dues.append(None)
             targets.append(decision.target_topic)
+            replaces.append(False)
             reasons.append(None)
             details.append(None)
         else:
@@ -123,6 +144,7 @@ def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
             ids.append(None)
             dues.append(None)
             targets.append(None)
+            replaces.append(False)
             reasons.append(decision.reason.value)
             details.append(decision.detail)
     return pa.RecordBatch.from_pydict(
@@ -135,7 +157,11 @@ def classify_batch(batch: pa.RecordBatch, rules: HeaderRules) -> pa.RecordBatch:
             "id": pa.array(ids, pa.string()),
             "due_ms": pa.array(dues, pa.int64()),
             "target_topic": pa.array(targets, pa.string()),
+            "replace": pa.array(replaces, pa.bool_()),
             "reason": pa.array(reasons, pa.string()),
             "detail": pa.array(details, pa.string()),
+            "occurrences": pa.array(
+                occurrences, pa.list_(pa.struct([("k", pa.int32()), ("due_ms", pa.int64())]))
+            ),
         }
     )

@@ -5,6 +5,10 @@ Every record the sidecar delivers carries ``delay-id``, ``delay-origin``
 also hold records that never went through the sidecar (a producer writing to it
 directly): those have no ``delay-id`` and are only counted.
 
+A recurring schedule's occurrence also carries ``delay-occurrence`` (its number,
+column ``occurrence``; null for a one-off): deliveries match schedules on (id,
+occurrence).
+
 Each row gets a ``status`` (:class:`DeliveryStatus`) and, when malformed, a ``problem``
 naming the header at fault. Only well-formed deliveries join with the schedules: a
 record whose provenance cannot be read is not trusted as proof of delivery (its message
@@ -19,7 +23,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from delaybridge.bridge.header_names import OUT_DUE_MS, OUT_ID, OUT_ORIGIN
+from delaybridge.bridge.header_names import OUT_DUE_MS, OUT_ID, OUT_OCCURRENCE, OUT_ORIGIN
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -33,7 +37,7 @@ class DeliveryStatus(StrEnum):
 
 def parse_deliveries(rows: DataFrame) -> DataFrame:
     """Kafka-source rows (with ``timestamp_ms``) → ``topic, partition, offset,
-    timestamp_ms, delay_id, origin, header_due_ms, status, problem``.
+    timestamp_ms, delay_id, origin, header_due_ms, occurrence, status, problem``.
 
     Three projections on purpose: the header arrays are extracted once (higher-order
     functions are interpreted, not compiled, and Spark does not inline a non-cheap
@@ -47,6 +51,7 @@ def parse_deliveries(rows: DataFrame) -> DataFrame:
         _values(OUT_ID).alias("ids"),
         _values(OUT_ORIGIN).alias("origins"),
         _values(OUT_DUE_MS).alias("dues"),
+        _values(OUT_OCCURRENCE).alias("occurrences"),
     )
     scalars = arrays.select(
         *keep,
@@ -56,6 +61,7 @@ def parse_deliveries(rows: DataFrame) -> DataFrame:
         F.try_element_at("ids", F.lit(1)).cast("string").alias("delay_id"),
         F.try_element_at("origins", F.lit(1)).cast("string").alias("origin"),
         F.try_element_at("dues", F.lit(1)).cast("string").alias("due_text"),
+        F.try_element_at("occurrences", F.lit(1)).cast("string").alias("occurrence_text"),
     )
     delay_id, origin, due_text = F.col("delay_id"), F.col("origin"), F.col("due_text")
     problem = (
@@ -79,6 +85,9 @@ def parse_deliveries(rows: DataFrame) -> DataFrame:
         "origin",
         "due_text",
         "n_ids",
+        F.when(F.col("occurrence_text").rlike(r"^[0-9]{1,9}$"), F.col("occurrence_text"))
+        .cast("int")
+        .alias("occurrence"),
         F.when(F.col("n_ids") > 0, problem).alias("problem"),
     )
     status = (
@@ -91,6 +100,7 @@ def parse_deliveries(rows: DataFrame) -> DataFrame:
         "delay_id",
         "origin",
         F.when(F.col("problem").isNull(), due_text.cast("long")).alias("header_due_ms"),
+        "occurrence",
         status.alias("status"),
         "problem",
     )

@@ -92,7 +92,7 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
             raw = read_ranges(
                 spark, settings.bootstrap_servers, delay_ranges, settings.kafka_options
             )
-            decisions = classify_rows(raw, settings.rules).persist()
+            decisions = classify_rows(raw, settings.rules, as_of_ms).persist()
             cached.append(decisions)
             decisions.count()  # materialise once: every later step reads the cache
         with steps("snapshot target topics"):

@@ -3,14 +3,22 @@
 Inputs are the decision rows of the delay topics (:mod:`.decisions`) and the parsed
 target-topic rows (:mod:`.deliveries`). Steps:
 
-1. **Schedules** (:func:`schedules`, cached by the caller), one per id: the first
-   schedule record of an id (by timestamp, then topic/partition/offset) wins; later
-   ones are *resent* copies.
+1. **Schedules** (:func:`schedules`, cached by the caller), one per schedule record,
+   with when a later schedule with its id and target *replaced* it (``replaced_ms``:
+   the first replacing record sent after it, by the sidecar's order -- timestamp, then
+   offset in one partition, then the greater ``(topic, partition)`` on a tie across
+   partitions; ``bridge/cancels.py``). A replace before the due time replaces. A
+   recurring schedule is one row per occurrence due up to the report's time
+   (``occurrence`` k; null for a one-off), each expected once.
 2. **Cancels** match a schedule by id (and by target topic when the cancel names one,
-   as :func:`~delaybridge.bridge.headers.classify` documents); the earliest matching
-   cancel counts. A cancel before the due time cancels; one at or after it came too late.
-3. **Deliveries**, well-formed only, grouped by ``(delay-id, topic)``: how many, and
-   when the first one arrived (its Kafka timestamp is the delivery time).
+   as :func:`~delaybridge.bridge.headers.classify` documents) when sent after it
+   (DESIGN §2: a cancel takes what was sent before it; a tie across partitions goes
+   to the cancel); the earliest such cancel counts. A cancel before the due time
+   cancels; one at or after it came too late (for a series, per occurrence: a cancel
+   or a replace stops the occurrences due after it).
+3. **Deliveries**, well-formed only, grouped by ``delay-origin`` (the schedule record
+   they came from) and ``delay-occurrence``: how many, and when the first one arrived
+   (its Kafka timestamp is the delivery time).
 4. Flags per message, each 0 or 1, so that aggregation is a sum (see
    :class:`~delaybridge.spark.report.Counts` for their meaning). Early compares the
    first delivery with the due time; lateness (and late) counts from when the message
@@ -33,6 +41,7 @@ if TYPE_CHECKING:
 # The per-message flags, in report order; each is a 0/1 int column of outcomes().
 FLAGS = (
     "cancelled",
+    "replaced",
     "due",
     "delivered",
     "missing",
@@ -55,17 +64,34 @@ class Judgement:
 
 
 def schedules(decisions: DataFrame) -> DataFrame:
-    """Step 1: ``id, topic, partition, offset, timestamp_ms, due_ms, target_topic, copies``."""
+    """Step 1: ``id, topic, partition, offset, timestamp_ms, due_ms, target_topic,
+    occurrence, replaced_ms`` (null: never replaced), one row per schedule record, or
+    per occurrence of a recurring one."""
     from pyspark.sql import functions as F
 
-    first = F.min(
-        F.struct("timestamp_ms", "topic", "partition", "offset", "due_ms", "target_topic")
+    cols = ("id", "topic", "partition", "offset", "timestamp_ms", "due_ms", "target_topic")
+    rows = decisions.where(F.col("kind") == Kind.SCHEDULE.value)
+    later = rows.where("replace").select(*(F.col(c).alias(f"r_{c}") for c in cols))
+    same_partition = (F.col("r_topic") == F.col("topic")) & (
+        F.col("r_partition") == F.col("partition")
+    )
+    tie = F.col("r_timestamp_ms") == F.col("timestamp_ms")
+    after = (F.col("r_timestamp_ms") > F.col("timestamp_ms")) | (
+        tie
+        & F.when(same_partition, F.col("r_offset") > F.col("offset")).otherwise(
+            F.struct("r_topic", "r_partition") > F.struct("topic", "partition")
+        )
+    )
+    same = (F.col("r_id") == F.col("id")) & (F.col("r_target_topic") == F.col("target_topic"))
+    expanded = rows.select(*cols, F.explode_outer("occurrences").alias("occ")).select(
+        *(c for c in cols if c != "due_ms"),
+        F.coalesce(F.col("occ.due_ms"), F.col("due_ms")).alias("due_ms"),
+        F.col("occ.k").alias("occurrence"),
     )
     return (
-        decisions.where(F.col("kind") == Kind.SCHEDULE.value)
-        .groupBy("id")
-        .agg(first.alias("first"), F.count(F.lit(1)).alias("copies"))
-        .select("id", "first.*", "copies")
+        expanded.join(later, same & after, "left")
+        .groupBy(*cols, "occurrence")
+        .agg(F.min("r_timestamp_ms").alias("replaced_ms"))
     )
 
 
@@ -82,7 +108,9 @@ def matched_cancels(decisions: DataFrame, scheduled: DataFrame) -> DataFrame:
         "id",
         F.col("target_topic").alias("cancel_target"),
     )
-    targets = scheduled.select(F.col("id").alias("s_id"), F.col("target_topic").alias("s_target"))
+    targets = scheduled.select(
+        F.col("id").alias("s_id"), F.col("target_topic").alias("s_target")
+    ).distinct()
     condition = (F.col("id") == F.col("s_id")) & (
         F.col("cancel_target").isNull() | (F.col("cancel_target") == F.col("s_target"))
     )
@@ -113,28 +141,59 @@ def outcomes(
     """
     from pyspark.sql import functions as F
 
-    first_cancel = (
-        matched_cancels(decisions, scheduled)
-        .where("matched")
-        .groupBy("id")
-        .agg(F.min("timestamp_ms").alias("cancel_ms"))
-    )
     delivered = (
         deliveries.where(F.col("status") == DeliveryStatus.OK.value)
-        .groupBy(F.col("delay_id").alias("d_id"), F.col("topic").alias("d_topic"))
+        .groupBy(
+            F.col("origin").alias("d_origin"),
+            F.col("occurrence").alias("d_occurrence"),
+            F.col("topic").alias("d_topic"),
+        )
         .agg(F.count(F.lit(1)).alias("deliveries"), F.min("timestamp_ms").alias("first_ms"))
     )
+    origin = F.concat_ws("/", "topic", F.col("partition").cast("string"), F.col("offset"))
     joined = (
-        scheduled.where(F.col("target_topic").isin(targets))
-        .join(first_cancel, "id", "left")
+        _first_cancels(scheduled.where(F.col("target_topic").isin(targets)), decisions)
         .join(
             delivered,
-            (F.col("id") == F.col("d_id")) & (F.col("target_topic") == F.col("d_topic")),
+            (origin == F.col("d_origin"))
+            & F.col("occurrence").eqNullSafe(F.col("d_occurrence"))
+            & (F.col("target_topic") == F.col("d_topic")),
             "full_outer",
         )
         .withColumn("deliveries", F.coalesce("deliveries", F.lit(0)))
     )
     return _flag(joined, judgement)
+
+
+def _first_cancels(scheduled: DataFrame, decisions: DataFrame) -> DataFrame:
+    """Step 2: ``scheduled`` plus ``cancel_ms``, the first cancel sent after each."""
+    from pyspark.sql import functions as F
+
+    cancels = decisions.where(F.col("kind") == Kind.CANCEL.value).select(
+        F.col("id").alias("c_id"),
+        F.col("target_topic").alias("c_target"),
+        F.col("topic").alias("c_topic"),
+        F.col("partition").alias("c_partition"),
+        F.col("offset").alias("c_offset"),
+        F.col("timestamp_ms").alias("c_ms"),
+    )
+    same_partition = (F.col("c_topic") == F.col("topic")) & (
+        F.col("c_partition") == F.col("partition")
+    )
+    after = (F.col("c_ms") > F.col("timestamp_ms")) | (
+        (F.col("c_ms") == F.col("timestamp_ms"))
+        & (~same_partition | (F.col("c_offset") > F.col("offset")))
+    )
+    applies = (
+        (F.col("c_id") == F.col("id"))
+        & (F.col("c_target").isNull() | (F.col("c_target") == F.col("target_topic")))
+        & after
+    )
+    return (
+        scheduled.join(cancels, applies, "left")
+        .groupBy(*scheduled.columns)
+        .agg(F.min("c_ms").alias("cancel_ms"))
+    )
 
 
 def messages(per_message: DataFrame) -> DataFrame:
@@ -150,7 +209,8 @@ def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
     n = F.col("deliveries")
     due_ms = F.col("due_ms")
     cancelled = F.col("cancel_ms").isNotNull() & (F.col("cancel_ms") < due_ms)
-    expected = ~cancelled
+    replaced = ~cancelled & F.col("replaced_ms").isNotNull() & (F.col("replaced_ms") < due_ms)
+    expected, one_off = ~cancelled & ~replaced, F.col("occurrence").isNull()
     due = expected & (due_ms <= F.lit(j.due_cutoff_ms))
     delivered = expected & (n > 0)
     # Lateness counts from when the message could first be delivered: its due time, or
@@ -159,6 +219,7 @@ def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
     lateness = F.when(delivered, F.col("first_ms") - ready_ms)
     flags: dict[str, Column] = {
         "cancelled": cancelled,
+        "replaced": replaced,
         "due": due,
         "delivered": delivered,
         "missing": due & (n == 0),
@@ -166,23 +227,25 @@ def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
         "early": delivered & (F.col("first_ms") < due_ms),
         "late": delivered & (F.col("first_ms") - ready_ms > F.lit(j.late_after_ms)),
         "pending": expected & ~due & (n == 0),
-        "cancel_ignored": cancelled & (n > 0),
-        "cancel_too_late": F.col("cancel_ms").isNotNull() & ~cancelled,
+        "cancel_ignored": (cancelled | replaced) & (n > 0),
+        # (a series' occurrences due before its cancel were meant to go out)
+        "cancel_too_late": F.col("cancel_ms").isNotNull() & ~cancelled & one_off,
     }
     window = F.floor(due_ms / F.lit(j.window_ms)).cast("long") * F.lit(j.window_ms)
     return rows.select(
         F.col("id").isNull().cast("int").alias("unmatched"),
         "d_topic",
         "id",
+        "occurrence",
         "topic",
         "partition",
         "offset",
         "target_topic",
         "due_ms",
         "cancel_ms",
+        "replaced_ms",
         "deliveries",
         "first_ms",
-        "copies",
         lateness.alias("lateness_ms"),
         F.when(delivered, n - 1).otherwise(0).alias("extra_copies"),
         window.alias("window_start_ms"),

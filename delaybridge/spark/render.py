@@ -14,6 +14,7 @@ from delaybridge.spark.report import Counts, Report
 _COLUMNS = (
     ("sent", "sent"),
     ("cancelled", "cancel"),
+    ("replaced", "repl"),
     ("due", "due"),
     ("delivered", "deliv"),
     ("missing", "missing"),

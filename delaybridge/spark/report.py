@@ -37,8 +37,9 @@ def lateness_bucket_labels() -> list[str]:
 class Counts:
     """Per-message outcomes (each message counted once) and first-delivery lateness."""
 
-    sent: int = 0  # scheduled, distinct ids
+    sent: int = 0  # schedule records
     cancelled: int = 0  # a matching cancel reached Kafka before the due time
+    replaced: int = 0  # a later schedule with its id and target came before the due time
     due: int = 0  # not cancelled and due_ms <= as_of - grace
     delivered: int = 0  # not cancelled, at least one delivery (due or not)
     missing: int = 0  # due, never delivered
@@ -47,7 +48,7 @@ class Counts:
     early: int = 0  # first delivery before due_ms
     late: int = 0  # first delivery more than late_after_ms after due_ms
     pending: int = 0  # not due yet, not delivered yet
-    cancel_ignored: int = 0  # cancelled in time, delivered anyway
+    cancel_ignored: int = 0  # cancelled or replaced in time, delivered anyway
     cancel_too_late: int = 0  # the cancel came at or after the due time
     lateness_p50_ms: int | None = None
     lateness_p99_ms: int | None = None

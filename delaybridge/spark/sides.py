@@ -65,7 +65,8 @@ def delay_summaries(
         .alias("metric"),
     ).agg(F.count(F.lit(1)).alias("n"))
     resent = scheduled.groupBy("topic").agg(
-        F.lit("resent").alias("metric"), F.sum(F.col("copies") - 1).alias("n")
+        F.lit("resent").alias("metric"),
+        (F.countDistinct("partition", "offset") - F.countDistinct("id")).alias("n"),
     )
     other = (
         scheduled.where(~F.col("target_topic").isin(targets))

@@ -19,7 +19,9 @@ Each record::
                                            1, that matched)
         WAITS     expires_ms q, sent_ms q, offset q, flags B, reserved B, id_len H,
                   topic_len H, id, topic   a cancel waiting for messages sent before it
-                                           (flags: 1 matched, 2 sent_ms set, 4 offset set)
+                                           (flags: 1 matched, 2 sent_ms set, 4 offset set,
+                                           8 a replace: a store that predates the flag
+                                           reads it as a cancel, the same rule)
         MATCHED   waiting_pos q            a waiting cancel matched a message (so it is
                                            not counted unknown when its grace ends)
 """
@@ -60,7 +62,7 @@ WAITS = struct.Struct(
     "q"  # expires_ms: end of the grace period
     "q"  # sent_ms: the cancel's timestamp (if flag 2)
     "q"  # offset: the cancel's source offset, for ties in its own partition (if flag 4)
-    "B"  # flags: 1 matched, 2 sent_ms set, 4 offset set
+    "B"  # flags: 1 matched, 2 sent_ms set, 4 offset set, 8 replace
     "x"  # reserved
     "H"  # id_len
     "H"  # topic_len, 0xFFFF = None (any topic)
@@ -68,7 +70,7 @@ WAITS = struct.Struct(
 assert PREFIX.size == 12 and APPLIED.size == 16 and WAITING.size == 12 and RESOLVED.size == 8
 assert WAITS.size == 30
 NO_TOPIC = 0xFFFF
-MATCHED_FLAG, SENT_FLAG, OFFSET_FLAG = 1, 2, 4
+MATCHED_FLAG, SENT_FLAG, OFFSET_FLAG, REPLACE_FLAG = 1, 2, 4, 8
 
 
 class CancelType(IntEnum):
@@ -93,6 +95,7 @@ class Waiting:
     sent_ms: int | None = None
     offset: int | None = None
     matched: bool = False
+    replace: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,7 @@ def encode(item: Decoded) -> bytes:
         (MATCHED_FLAG if item.matched else 0)
         | (0 if item.sent_ms is None else SENT_FLAG)
         | (0 if item.offset is None else OFFSET_FLAG)
+        | (REPLACE_FLAG if item.replace else 0)
     )
     fixed = WAITS.pack(item.expires_ms, item.sent_ms or 0, item.offset or 0, flags, len(idb), tlen)
     return _frame(CancelType.WAITS, fixed + idb + tb)
@@ -164,6 +168,7 @@ def decode(buf: bytes, offset: int, path: Path, file_offset: int) -> tuple[Decod
                 sent if flags & SENT_FLAG else None,
                 offset if flags & OFFSET_FLAG else None,
                 bool(flags & MATCHED_FLAG),
+                bool(flags & REPLACE_FLAG),
             ), length
     except (struct.error, UnicodeDecodeError) as exc:
         raise IntegrityError(f"{path}: offset {file_offset}: malformed cancel record") from exc

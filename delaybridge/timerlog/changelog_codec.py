@@ -9,6 +9,9 @@ the same envelope, holding only wide records)::
     key    12 bytes  source_offset  int64 big-endian  the message's delay-topic offset
                      generation     uint32 big-endian 0; +1 each time the message is
                                                      stored again (a parked retry)
+           16 bytes  the same with a uint64 generation, when it is 2^32 or more: occurrence
+                     k >= 2 of a recurring schedule adds (k - 1) << 32 (bridge/series.py);
+                     every other message keeps the 12-byte key
     value  1 byte    version        2 (1: written before the compact record layout)
            .         record         the commit-log record, byte for byte (its own
                                     length, CRC, type and fields: commit_format; a
@@ -37,6 +40,8 @@ KEY = struct.Struct(
     "I"  # generation: which stored copy of it (0 first, +1 per re-store)
 )
 assert KEY.size == 12
+KEY_WIDE = struct.Struct(">qQ")  # source_offset, generation (a series' later occurrence)
+assert KEY_WIDE.size == 16
 VERSION = 2
 READ_VERSIONS = (1, 2)
 """Version 1 values hold wide records only; a build before version 2 refuses a version-2
@@ -47,17 +52,24 @@ ID_HEADER = "delay-id"
 
 PROGRESS_KEY = b"progress"
 PROGRESS = struct.Struct(">q")
-assert len(PROGRESS_KEY) != KEY.size
+assert len(PROGRESS_KEY) not in (KEY.size, KEY_WIDE.size)
 
 
 def key_of(source_offset: int, generation: int = 0) -> bytes:
+    if generation >> 32:
+        return KEY_WIDE.pack(source_offset, generation)
     return KEY.pack(source_offset, generation)
 
 
 def parse_key(key: bytes | None, where: str) -> tuple[int, int]:
     """(source offset, generation) of a changelog key; IntegrityError names ``where``."""
+    if key is not None and len(key) == KEY_WIDE.size:
+        offset, generation = KEY_WIDE.unpack(key)
+        return int(offset), int(generation)
     if key is None or len(key) != KEY.size:
-        raise IntegrityError(f"{where}: changelog key of {len(key or b'')} bytes, expected 12")
+        raise IntegrityError(
+            f"{where}: changelog key of {len(key or b'')} bytes, expected 12 or 16"
+        )
     offset, generation = KEY.unpack(key)
     return int(offset), int(generation)
 

@@ -2,6 +2,7 @@
 
 delaybridge inspect DIR [--verify] [--id ID]      # a store's files, counters, a message
 delaybridge bench store [--pending 1000000,10000000] [--json bench-results/store.json]
+delaybridge bench listing [--pending 10000000] [--limit 100] [--json bench-results/listing.json]
 """
 
 from __future__ import annotations
@@ -46,6 +47,14 @@ def register(commands: Any, bench: Any) -> None:
         help="where the stores are built (default: a temp dir)",
     )
     store.set_defaults(handler=_bench_store)
+
+    listing = bench.add_parser("listing", help="pages of the pending listing in a big store")
+    listing.add_argument("--pending", type=int, default=10_000_000, help="pending messages")
+    listing.add_argument("--limit", type=int, default=100, help="page size")
+    listing.add_argument("--repeat", type=int, default=20, help="timings per case")
+    listing.add_argument("--json", type=Path, default=Path("bench-results/listing.json"))
+    listing.add_argument("--work-dir", type=Path, default=None, help="default: a temp dir")
+    listing.set_defaults(handler=_bench_listing)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -126,5 +135,37 @@ def _bench_store(args: argparse.Namespace) -> int:
     Console().print(table)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"store": [r.as_json() for r in results]}, indent=2))
+    print(f"wrote {args.json}")
+    return 0
+
+
+def _bench_listing(args: argparse.Namespace) -> int:
+    import shutil
+
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from delaybridge.timerlog.bench import default_work_dir
+    from delaybridge.timerlog.bench_listing import run_listing
+
+    work = args.work_dir or default_work_dir()
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        with Progress() as progress:
+            r = run_listing(args.pending, work, args.limit, args.repeat, progress)
+    finally:
+        if args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    table = Table(title=f"delaybridge bench listing: {r.pending:,} pending, pages of {r.limit}")
+    for c in ("case", "median ms", "max ms", "items", "examined", "partial"):
+        table.add_column(c, justify="left" if c == "case" else "right")
+    for t in r.timings:
+        table.add_row(t.case, f"{t.median_ms:.2f}", f"{t.max_ms:.2f}", str(t.items),
+                      f"{t.examined:,}", "yes" if t.partial else "")  # fmt: skip
+    Console().print(table)
+    print(f"fill {r.fill_s} s; calibration {r.calibration_s} s")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"listing": r.as_json()}, indent=2))
     print(f"wrote {args.json}")
     return 0

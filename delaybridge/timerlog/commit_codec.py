@@ -224,7 +224,7 @@ def decode_many(
         try:
             length, crc = unpack_prefix(mm, off)
             body = mm[off + 8 : off + length]
-            if crc32(body) != crc:
+            if crc32(body) != crc or length < MIN_SIZE:
                 check(mm, off, len(mm), paths[s], off)  # raises, with the reason
             kind = body[0]
             if kind == short:

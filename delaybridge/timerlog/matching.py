@@ -79,18 +79,21 @@ class IdMatcher:
                 rec = self.read(hit.cl_pos)
                 if rec is None or not cancel.applies_to(rec):
                     continue
-                self._cancel(rec, hit.index, hit.slot_ms)
+                self._cancel(rec, hit.index, hit.slot_ms, cancel.replace)
                 result[j] = True
             if cancel.sent_ms is not None and self.grace_ms > 0:
                 self.cancels.wait(cancel, now_ms + self.grace_ms, result[j])
-            elif not result[j]:
+            elif not result[j] and not cancel.replace:
                 self.counters.unknown_cancels_total += 1
         self.cancels.write_soon()
         return result
 
-    def _cancel(self, rec: TimerRecord, index: int, slot_ms: int) -> None:
+    def _cancel(self, rec: TimerRecord, index: int, slot_ms: int, replace: bool) -> None:
         self.cancels.apply(index, slot_ms)
-        self.counters.cancelled_total += 1
+        if replace:
+            self.counters.replaced_total += 1
+        else:
+            self.counters.cancelled_total += 1
         self.pending[rec.target_topic] -= 1
         self.removed.append(rec)
 
@@ -103,8 +106,8 @@ class IdMatcher:
             return
         waiting = self.cancels.waiting
         for j, r in enumerate(records):
-            if r is not None and r.id in waiting and self.cancels.match(r):
-                self._cancel(r, first + j, int(slot[j]))
+            if r is not None and r.id in waiting and (how := self.cancels.match(r)) is not None:
+                self._cancel(r, first + j, int(slot[j]), how.replace)
         self.cancels.write_soon()
 
     def remove(
@@ -169,6 +172,16 @@ class IdMatcher:
             if self._still_pending(hit) and (rec := self.read(hit.cl_pos)) and rec.id == id:
                 return rec
         return None
+
+    def pending_with_ids(self, ids: set[str], live_start: int) -> dict[str, list[TimerRecord]]:
+        """See :meth:`TimerStore.pending_with_ids`."""
+        found: dict[str, list[TimerRecord]] = {}
+        hashes = {zlib.crc32(i.encode()) for i in ids}
+        for hits in self.timer.find_ids(live_start, hashes).values():
+            for hit in hits:
+                if self._still_pending(hit) and (rec := self.read(hit.cl_pos)) and rec.id in ids:
+                    found.setdefault(rec.id, []).append(rec)
+        return found
 
     def read(self, cl_pos: int) -> TimerRecord | None:
         """The record at ``cl_pos``, or None if it is damaged: it cannot be matched, and

@@ -78,12 +78,17 @@ class Cancel(NamedTuple):
     ``sent_ms`` None (the admin API, or a cancel from a sidecar that did not carry it):
     every message pending now with the id, and the cancel does not wait for more.
     A plain ``(id, topic)`` pair converts with ``Cancel(*pair)``.
+
+    ``replace``: the cancel a schedule with an explicit id makes of itself (DESIGN §2,
+    replace by id): the same rule, but counted as ``replaced_total``, and one that finds
+    nothing is not an unknown cancel (most schedules replace nothing).
     """
 
     id: str
     target_topic: str | None = None
     sent_ms: int | None = None
     offset: int | None = None
+    replace: bool = False
 
     def applies_to(self, rec: TimerRecord) -> bool:
         if rec.id != self.id:

@@ -31,6 +31,8 @@ class StoreCounters:
     """Stored records that failed their CRC when read (quarantined: :mod:`quarantine`)."""
     unreadable_records_total: int = 0
     """Of those, the ones too damaged to say what they were (skipped, not dead-lettered)."""
+    replaced_total: int = 0
+    """Pending messages a later schedule with the same id replaced."""
 
 
 @dataclass(slots=True, kw_only=True)

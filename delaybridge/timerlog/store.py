@@ -43,10 +43,7 @@ log = logging.getLogger(__name__)
 
 
 class TimerStore:
-    """The store of one delay-topic partition. Open it with :meth:`open`.
-
-    Not thread-safe: one owner thread calls every method (no locks in the hot path).
-    """
+    """The store of one delay-topic partition (:meth:`open`); one owner thread, no locks."""
 
     def __init__(
         self, directory: Path, settings: StoreSettings, clock: Clock, opened: Opened
@@ -184,6 +181,10 @@ class TimerStore:
     def lookup(self, id: str) -> TimerRecord | None:
         """The pending message with this id, or None (a search of the id index)."""
         return self._matcher.lookup(id, self._flusher.live_start)
+
+    def pending_with_ids(self, ids: set[str]) -> dict[str, list[TimerRecord]]:
+        """Every pending message with one of ``ids``, by id: one scan for all of them."""
+        return self._matcher.pending_with_ids(ids, self._flusher.live_start)
 
     # -- reading ----------------------------------------------------------------
     def take_due(self, max_records: int) -> list[DueRecord]:

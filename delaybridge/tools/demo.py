@@ -5,8 +5,9 @@
 3. run the sidecar in this process (its own thread, real store on disk, HTTP on a free
    port);
 4. send messages with different delays and header dialects (native, RocketMQ 5 and 4,
-   etf1), one message that is cancelled before it is due, and one bad record that
-   goes to the dead-letter topic;
+   etf1), one message that is cancelled before it is due, one that is rescheduled (a
+   new record with its id replaces it), and one bad record that goes to the
+   dead-letter topic;
 5. show each arrival live: due time, actual time, lateness;
 6. stop the sidecar, reconcile sent vs delivered with PySpark, stop the broker.
 """
@@ -17,8 +18,8 @@ import logging
 import shutil
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
@@ -26,64 +27,26 @@ from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.table import Table
 
-from delaybridge.bridge.header_names import OUT_DUE_MS, OUT_ERROR, OUT_ID
+from delaybridge.bridge.header_names import OUT_DUE_MS, OUT_ERROR, OUT_ID, OUT_OCCURRENCE
 from delaybridge.bridge.sender import send_cancel
 from delaybridge.bridge.service import Service
 from delaybridge.bridge.settings import Settings, load
 from delaybridge.connectors import KafkaClients, ensure_topics, header_text, produce_blocking
 from delaybridge.errors import DelayBridgeError
-
-DELAY_TOPIC = "demo.delay"
-TARGETS = ("demo.orders", "demo.reminders")
-DLT = "demo.dead-letter"
-CANCELLED = "order-1003"
-#: order-1003 is cancelled this long after sending (it is due at 6 s).
-CANCEL_AFTER_MS = 2_000
-#: How long arrivals are awaited, and how long after sending the watch lasts (past the
-#: cancelled message's due time, to show it does not arrive).
-ARRIVALS_TIMEOUT_S = 30.0
-WATCH_MS = 7_000
-
-
-@dataclass(frozen=True)
-class DemoMessage:
-    id: str
-    target: str
-    headers: tuple[tuple[str, str | bytes | None], ...]
-    note: str
-
-
-def _messages(now_ms: int) -> list[DemoMessage]:
-    def native(id: str, target: str, header: str, value: str, note: str) -> DemoMessage:
-        return DemoMessage(
-            id, target, (("delay-target-topic", target), (header, value), ("delay-id", id)), note
-        )
-
-    return [
-        native("order-1001", TARGETS[0], "delay-ms", "1500", "close unpaid order, 1.5 s"),
-        native("order-1002", TARGETS[0], "delay-sec", "3", "close unpaid order, 3 s"),
-        native("remind-7", TARGETS[1], "deliver-at-ms", str(now_ms + 4_000), "absolute time"),
-        native(CANCELLED, TARGETS[0], "delay-ms", "6000", "cancelled at 2 s: never arrives"),
-        DemoMessage(
-            "rmq5-1",
-            TARGETS[1],
-            (("delay-target-topic", TARGETS[1]), ("TIMER_DELAY_SEC", "2"), ("UNIQ_KEY", "rmq5-1")),
-            "RocketMQ 5 TIMER_DELAY_SEC",
-        ),
-        DemoMessage(
-            "rmq4-1",
-            TARGETS[1],
-            (("delay-target-topic", TARGETS[1]), ("DELAY", "2"), ("delay-id", "rmq4-1")),
-            "RocketMQ 4 level 2 (5 s)",
-        ),
-        DemoMessage(
-            "etf1-1",
-            TARGETS[0],
-            (("scheduler-epoch", str(now_ms // 1000 + 5)), ("scheduler-target-topic", TARGETS[0])),
-            "etf1 kafka-message-scheduler",
-        ),
-        native("past-1", TARGETS[0], "deliver-at-ms", str(now_ms - 60_000), "due a minute ago"),
-    ]
+from delaybridge.tools.demo_messages import (
+    ARRIVALS_TIMEOUT_S,
+    CANCEL_AFTER_MS,
+    CANCELLED,
+    DELAY_TOPIC,
+    DLT,
+    RECURRING,
+    RECURRING_COUNT,
+    RESCHEDULED,
+    TARGETS,
+    WATCH_MS,
+    messages_at,
+    rescheduled,
+)
 
 
 def run_demo(work_dir: Path, *, port: int, report: bool = True) -> int:
@@ -138,7 +101,7 @@ def _with_broker(console: Console, settings: Settings, work_dir: Path, report: b
 
     console.rule("3. sending delayed messages")
     now_ms = int(time.time() * 1000)
-    messages = _messages(now_ms)
+    messages = messages_at(now_ms)
     producer = clients.producer()
     for m in messages:
         payload = f"payload of {m.id}".encode()
@@ -157,13 +120,24 @@ def _with_broker(console: Console, settings: Settings, work_dir: Path, report: b
         table.add_column(col)
     expected = {m.id for m in messages} - {CANCELLED} | {"bad-1"}
     seen: dict[str, int] = {}
+    arrived: Counter[str] = Counter()
+    dues: dict[str, int] = {}
     cancelled = False
     deadline = time.monotonic() + ARRIVALS_TIMEOUT_S
     console.rule("4. arrivals")
-    while expected - seen.keys() and time.monotonic() < deadline:
+    # Until all expected arrived and the watch ran past the cancelled and the replaced
+    # message's old due time (6 s) and the recurring one's last occurrence.
+    while (expected - seen.keys() or time.time() * 1000 < sent_ms + WATCH_MS) and (
+        time.monotonic() < deadline
+    ):
         if not cancelled and time.time() * 1000 >= sent_ms + CANCEL_AFTER_MS:
             send_cancel(settings.kafka, DELAY_TOPIC, CANCELLED)
             console.print(f"  [yellow]cancelled {CANCELLED}[/yellow]")
+            again = rescheduled()
+            produce_blocking(producer, DELAY_TOPIC, b"moved", again.id.encode(),
+                             headers=list(again.headers))  # fmt: skip
+            producer.flush(10)
+            console.print(f"  [yellow]rescheduled {again.id}: {again.note}[/yellow]")
             cancelled = True
         msg = watcher.poll(0.1)
         if msg is None or msg.error():
@@ -177,19 +151,16 @@ def _with_broker(console: Console, settings: Settings, work_dir: Path, report: b
         due = int(hdrs.get(OUT_DUE_MS, "0"))
         actual = msg.timestamp()[1]
         seen[id] = actual - due
+        arrived[id] += 1
+        dues[id] = due
         # Late counts from when it could first go out: sent past due, that is the send.
         late = actual - max(due, now_ms)
+        what = f" (occurrence {hdrs[OUT_OCCURRENCE]})" if OUT_OCCURRENCE in hdrs else ""
         console.print(
             f"  {id:<10} {msg.topic():<14} due {_clock(due)} got {_clock(actual)} "
-            f"+{late} ms" + (" after sending (it was sent past due)" if due < now_ms else "")
+            f"+{late} ms" + (" after sending (it was sent past due)" if due < now_ms else "") + what
         )
         table.add_row(id, str(msg.topic()), _clock(due), _clock(actual), str(late))
-    # The cancelled one was due 6 s after sending; watch a little past that.
-    while time.time() * 1000 < sent_ms + WATCH_MS:
-        msg = watcher.poll(0.2)
-        if msg is not None and not msg.error():
-            hdrs = header_text(msg)
-            seen[hdrs.get(OUT_ID, "?")] = -1
     watcher.close()
     console.print(table)
     service.stop()
@@ -197,11 +168,16 @@ def _with_broker(console: Console, settings: Settings, work_dir: Path, report: b
     missing = expected - seen.keys()
     early = [i for i, late in seen.items() if late < 0 and i != "bad-1"]
     leaked = CANCELLED in seen
+    # Once, on its new time (the old one was due at 6 s).
+    moved = arrived[RESCHEDULED] == 1 and dues.get(RESCHEDULED, 0) < sent_ms + 5_000
+    repeated = arrived[RECURRING] == RECURRING_COUNT
     console.print(
         f"delivered {len(seen)} of {len(expected)} expected; missing {sorted(missing)}; "
-        f"early {early}; cancelled one delivered: {leaked}"
+        f"early {early}; cancelled one delivered: {leaked}; "
+        f"rescheduled one arrived once, on its new time: {moved}; "
+        f"recurring one arrived {arrived[RECURRING]} of {RECURRING_COUNT} times"
     )
-    ok = not missing and not early and not leaked
+    ok = not missing and not early and not leaked and moved and repeated
     if report:
         console.rule("5. reconciliation (PySpark)")
         ok = _reconcile(console, settings, work_dir) and ok

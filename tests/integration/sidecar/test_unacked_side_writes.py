@@ -26,6 +26,7 @@ from tests.support import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
+KEEP = ("delay-on-duplicate", "keep")
 REFUSE = {"max.message.bytes": "16"}  # smaller than any record batch: every write fails
 
 
@@ -62,13 +63,14 @@ def test_kill9_before_cancel_and_dead_letter_are_acked(
     watcher = Watcher(bootstrap, [orders, topics.dead_letter])
 
     # Due after the restart: a victim to cancel and a message that must still go out.
+    # (Kept, not replacing: a replace would be one more refused write to the cancel topic.)
     due = now_ms() + 40_000
     produce_acked(
         bootstrap,
         delay,
         [
-            (b"k", b"victim", native(orders, "victim", ("deliver-at-ms", str(due)))),
-            (b"k", b"keep", native(orders, "keep", ("deliver-at-ms", str(due + 1_000)))),
+            (b"k", b"victim", [*native(orders, "victim", ("deliver-at-ms", str(due))), KEEP]),
+            (b"k", b"keep", [*native(orders, "keep", ("deliver-at-ms", str(due + 1_000))), KEEP]),
         ],
     )
     cancel_at, bad_at, later_at = produce_acked(
@@ -77,7 +79,7 @@ def test_kill9_before_cancel_and_dead_letter_are_acked(
         [
             (b"victim", b"cancel", [("delay-cancel", "victim")]),
             (b"bad", b"bad", [("delay-target-topic", orders), ("delay-ms", "--5")]),
-            (b"k", b"later", native(orders, "later", ("deliver-at-ms", str(due + 1_000)))),
+            (b"k", b"later", [*native(orders, "later", ("deliver-at-ms", str(due + 1_000))), KEEP]),
         ],
     )
     # Both side writes were tried and refused; the schedule behind them is stored and a

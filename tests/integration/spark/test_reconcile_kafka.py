@@ -6,12 +6,15 @@ expected counts follow from reading it (one line per message id):
 ==============  ====================================================  ==================
 id              what the topics hold                                   outcome
 ==============  ====================================================  ==================
-ok              scheduled twice (a resent copy), delivered 50 ms late  delivered
+ok              scheduled twice (the second replaces), delivered late  delivered + replaced
 missing         scheduled, never delivered                             missing
 dup             delivered twice                                        duplicated
 early           delivered 10 ms before due                             early
 late            delivered 5 s after due                                late
 cxl             ``delay-cancel`` before due (other partition)          cancelled
+moved           replaced by a later schedule due sooner, delivered     replaced + delivered
+keep            sent twice, the second with ``delay-on-duplicate: keep``  delivered twice
+again           cancelled, then sent again and delivered               cancelled + delivered
 tl              cancel after due, delivered                            cancel too late
 ign             cancel before due, delivered anyway                    cancel ignored
 mal             only delivery has ``delay-due-ms: soon``               missing + malformed
@@ -78,6 +81,7 @@ def seeded(kafka: Any) -> Seeded:
     base = (now_ms - 3_600_000) // 60_000 * 60_000  # a minute boundary an hour ago
     sent_at = base - 60_000
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all"})
+    offsets: dict[tuple[str, int], int] = {}  # fresh topics, one producer: offsets in order
 
     def put(
         topic: str,
@@ -86,43 +90,82 @@ def seeded(kafka: Any) -> Seeded:
         headers: Headers,
         key: str = "k",
         value: bytes | None = b"v",
-    ) -> None:
+    ) -> str:
+        """Produce; returns the record's origin ``topic/partition/offset``."""
         producer.produce(
             topic, value, key.encode(), partition=partition, timestamp=ts, headers=headers
         )
+        offset = offsets.get((topic, partition), 0)
+        offsets[(topic, partition)] = offset + 1
+        return f"{topic}/{partition}/{offset}"
 
-    def schedule(message_id: str, due_ms: int, target: str, partition: int = 0) -> None:
-        put(
+    def schedule(message_id: str, due_ms: int, target: str, partition: int = 0) -> str:
+        return put(
             delay,
             partition,
             sent_at,
             _h(delay_target_topic=target, deliver_at_ms=str(due_ms), delay_id=message_id),
         )
 
-    def deliver(message_id: str, due_ms: int, at_ms: int, topic: str | None = None) -> None:
-        put(topic or t1, 0, at_ms, _delivery(message_id, due_ms, f"{delay}/0/1"))
+    def deliver(
+        message_id: str, due_ms: int, at_ms: int, origin: str, topic: str | None = None
+    ) -> None:
+        put(topic or t1, 0, at_ms, _delivery(message_id, due_ms, origin))
 
-    origin = f"{delay}/0/1"
+    origin = f"{delay}/0/999"  # no such record
     # T1: one message per outcome.
     schedule("ok", base + 1_000, t1)
-    schedule("ok", base + 1_000, t1, partition=1)  # resent copy
-    deliver("ok", base + 1_000, base + 1_050)
+    ok = schedule("ok", base + 1_000, t1, partition=1)  # a tie: the greater partition wins
+    deliver("ok", base + 1_000, base + 1_050, ok)
     schedule("missing", base + 2_000, t1)
-    schedule("dup", base + 3_000, t1)
-    deliver("dup", base + 3_000, base + 3_010)
-    deliver("dup", base + 3_000, base + 3_020)
-    schedule("early", base + 4_000, t1)
-    deliver("early", base + 4_000, base + 3_990)
-    schedule("late", base + 5_000, t1)
-    deliver("late", base + 5_000, base + 10_000)
+    dup_o = schedule("dup", base + 3_000, t1)
+    deliver("dup", base + 3_000, base + 3_010, dup_o)
+    deliver("dup", base + 3_000, base + 3_020, dup_o)
+    early_o = schedule("early", base + 4_000, t1)
+    deliver("early", base + 4_000, base + 3_990, early_o)
+    late_o = schedule("late", base + 5_000, t1)
+    deliver("late", base + 5_000, base + 10_000, late_o)
     schedule("cxl", base + 6_000, t1)
     put(delay, 1, base - 30_000, _h(delay_cancel="cxl"))
-    schedule("tl", base + 7_000, t1)
+    tl_o = schedule("tl", base + 7_000, t1)
     put(delay, 1, base + 8_000, _h(delay_cancel="tl"))
-    deliver("tl", base + 7_000, base + 7_010)
-    schedule("ign", base + 9_000, t1)
+    deliver("tl", base + 7_000, base + 7_010, tl_o)
+    ign_o = schedule("ign", base + 9_000, t1)
     put(delay, 0, base - 1_000, _h(delay_cancel="ign"))
-    deliver("ign", base + 9_000, base + 9_005)
+    deliver("ign", base + 9_000, base + 9_005, ign_o)
+    schedule("moved", base + 20_000, t1)
+    moved = put(
+        delay,
+        1,
+        base - 10_000,
+        _h(delay_target_topic=t1, deliver_at_ms=str(base + 11_000), delay_id="moved"),
+    )
+    deliver("moved", base + 11_000, base + 11_010, moved)
+    keep = [schedule("keep", base + 12_000, t1)]
+    keep.append(
+        put(
+            delay,
+            1,
+            base - 10_000,
+            _h(
+                delay_target_topic=t1,
+                deliver_at_ms=str(base + 12_000),
+                delay_id="keep",
+                delay_on_duplicate="keep",
+            ),
+        )
+    )
+    for kept in keep:
+        deliver("keep", base + 12_000, base + 12_010, kept)
+    schedule("again", base + 13_000, t1)
+    put(delay, 1, base - 20_000, _h(delay_cancel="again"))
+    again = put(
+        delay,
+        0,
+        base - 10_000,
+        _h(delay_target_topic=t1, deliver_at_ms=str(base + 13_000), delay_id="again"),
+    )
+    deliver("again", base + 13_000, base + 13_010, again)
     schedule("mal", base + 10_000, t1)
     put(
         t1,
@@ -142,7 +185,7 @@ def seeded(kafka: Any) -> Seeded:
             ("delay-due-ms", str(base).encode()),
         ],
     )
-    deliver("stranger", base + 700, base + 700)
+    deliver("stranger", base + 700, base + 700, origin)
     # T2: compatibility headers and relative delays, all through classify().
     epoch_s = (base + 120_000) // 1000
     put(delay, 1, sent_at, _h(scheduler_epoch=str(epoch_s), scheduler_target_topic=t2), key="etf")
@@ -158,8 +201,8 @@ def seeded(kafka: Any) -> Seeded:
         ],
     )
     put(delay, 1, base - 30_000, [("TIMER_DEL_UNIQKEY", b"rmq1")])
-    put(delay, 0, sent_at, _h(delay_target_topic=t2, delay_ms="2000", delay_id="rel"))
-    deliver("rel", sent_at + 2_000, sent_at + 2_100, topic=t2)
+    rel = put(delay, 0, sent_at, _h(delay_target_topic=t2, delay_ms="2000", delay_id="rel"))
+    deliver("rel", sent_at + 2_000, sent_at + 2_100, rel, topic=t2)
     schedule("future", now_ms + 3_600_000, t2)
     schedule("lost", base + 2_000, absent)
     # Delay-topic records that are not schedules.
@@ -195,7 +238,7 @@ def _target(report: Report, topic: str) -> Any:
 
 def test_target_topic_counts_are_exact(report: Report, seeded: Seeded) -> None:
     t1 = _target(report, seeded.t1).counts
-    assert (t1.sent, t1.cancelled, t1.due, t1.delivered) == (9, 2, 7, 5)
+    assert (t1.sent, t1.cancelled, t1.replaced, t1.due, t1.delivered) == (16, 3, 2, 11, 9)
     assert (t1.missing, t1.duplicated, t1.extra_copies, t1.early, t1.late) == (2, 1, 1, 1, 1)
     assert (t1.pending, t1.cancel_ignored, t1.cancel_too_late) == (0, 1, 1)
     assert (t1.lateness_max_ms, t1.lateness_p50_ms) == (5_000, 10)
@@ -216,7 +259,7 @@ def test_target_topic_counts_are_exact(report: Report, seeded: Seeded) -> None:
 
 def test_totals_and_verdict(report: Report) -> None:
     t = report.totals
-    assert (t.sent, t.cancelled, t.due, t.delivered, t.missing) == (14, 4, 9, 6, 3)
+    assert (t.sent, t.cancelled, t.due, t.delivered, t.missing) == (21, 5, 13, 10, 3)
     assert (t.duplicated, t.early, t.late, t.pending) == (1, 1, 1, 1)
     assert report.failures == ["3 missing", "1 early"]
     assert report.exit_code == EXIT_PROBLEMS
@@ -224,10 +267,10 @@ def test_totals_and_verdict(report: Report) -> None:
 
 def test_records_outside_the_join(report: Report, seeded: Seeded) -> None:
     t1 = _target(report, seeded.t1)
-    assert (t1.records, t1.no_delay_id, t1.malformed, t1.unmatched) == (11, 1, 2, 1)
+    assert (t1.records, t1.no_delay_id, t1.malformed, t1.unmatched) == (15, 1, 2, 1)
     (delay,) = report.delay_topics
-    assert (delay.records, delay.schedules, delay.resent) == (23, 15, 1)
-    assert (delay.cancels, delay.cancel_unknown) == (6, 1)
+    assert (delay.records, delay.schedules, delay.resent) == (30, 21, 4)
+    assert (delay.cancels, delay.cancel_unknown) == (7, 1)
     assert delay.rejected == {"bad-time": 1, "missing-target": 1}
     malformed = {row["delay_id"]: row["problem"] for row in report.examples["malformed"]}
     assert malformed == {
@@ -254,7 +297,7 @@ def test_output_files(report: Report, out_dir: Path) -> None:
     data = json.loads((out / "report.json").read_text())
     assert data["ok"] is False and data["totals"]["missing"] == 3
     windows = pq.read_table(out / "windows.parquet").to_pylist()
-    assert sum(row["sent"] for row in windows) == 14
+    assert sum(row["sent"] for row in windows) == 21
     problems = pq.read_table(out / "problems").to_pylist()
     assert sorted(row["id"] for row in problems) == sorted(
         ["missing", "mal", "lost", "dup", "early", "late", "ign"]

@@ -70,6 +70,17 @@ class FakeSidecar:
         """Headers (as text) of every record in ``topic``."""
         return [header_text(m) for m in self.cluster.records(topic)]
 
+    def cancels(self) -> list[Any]:
+        """The cancel topic's records that are cancels, not schedules' replaces."""
+        return [m for m in self.cluster.records(CANCELS) if b'"replace"' not in (m.value() or b"")]
+
+    def kill9(self) -> None:
+        """Like ``kill -9``: no flush, no commit, no acks of what is still queued."""
+        for part in self.service.partitions:
+            part.store.abandon()
+        self.producer.queue.clear()
+        self.consumer.crash()
+
     def stop(self) -> None:
         self.service.shutdown()
 

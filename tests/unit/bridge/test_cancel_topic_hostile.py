@@ -25,6 +25,9 @@ HOSTILE = [
     b'{"id":"x","sent_ms":true}',
     orjson.dumps({"id": "i" * 65_536}),
     orjson.dumps({"id": "x", "target_topic": "t" * 70_000}),
+    b'{"id":"x","target_topic":"t","sent_ms":1,"replace":"yes"}',
+    b'{"id":"x","sent_ms":1,"replace":true}',  # a replace always names its topic
+    b'{"id":"x","target_topic":"t","replace":true}',  # ... and its send time
 ]
 
 
@@ -37,6 +40,8 @@ def test_decode_says_what_is_wrong(raw: bytes) -> None:
 def test_a_cancel_round_trips_with_its_send_time() -> None:
     request = CancelRequest("order-1", "orders", "delay/2/7", 1_700_000_000_123)
     assert CancelRequest.decode(request.encode()) == request
+    replace = CancelRequest("order-1", "orders", "delay/2/7", 1_700_000_000_123, replace=True)
+    assert CancelRequest.decode(replace.encode()) == replace
 
 
 def test_hostile_cancel_records_are_skipped_and_good_ones_still_apply(tmp_path: Path) -> None:

@@ -114,6 +114,18 @@ def test_rocketmq_uniq_key_is_the_id_and_kept() -> None:
     assert ("UNIQ_KEY", b"AC11000100002A9F") in s.headers
 
 
+def test_an_explicit_id_replaces_unless_asked_to_keep() -> None:
+    assert schedule(T, ("delay-ms", "1"), ("delay-id", "a")).replace
+    assert schedule(T, ("TIMER_DELAY_SEC", "1"), ("UNIQ_KEY", "u")).replace
+    assert schedule(("scheduler-epoch", "1"), ("scheduler-target-topic", "orders")).replace
+    assert not schedule(T, ("delay-ms", "1")).replace  # the default id is unique
+    assert not schedule(
+        T, ("delay-ms", "1"), ("delay-id", "a"), ("delay-on-duplicate", "KEEP")
+    ).replace
+    r = rejected(T, ("delay-ms", "1"), ("delay-id", "a"), ("delay-on-duplicate", "both"))
+    assert r.reason is Reason.BAD_HEADER and "delay-on-duplicate" in r.detail
+
+
 def test_target_partition() -> None:
     assert schedule(T, ("delay-ms", "1"), ("delay-target-partition", "4")).target_partition == 4
     r = rejected(T, ("delay-ms", "1"), ("delay-target-partition", "x"))

@@ -29,6 +29,7 @@ class FakeControl:
     cancels: list[tuple[str, str | None]] = field(default_factory=list)
     paused_now: set[Direction] = field(default_factory=set)
     fail_with: Exception | None = None
+    queries: list[Any] = field(default_factory=list)
 
     def _maybe_fail(self) -> None:
         if self.fail_with is not None:
@@ -51,6 +52,14 @@ class FakeControl:
     def cancel(self, id: str, target_topic: str | None) -> dict[str, Any]:
         self.cancels.append((id, target_topic))
         return {"id": id, "cancelled": id in self.messages}
+
+    def list_pending(self, query: Any) -> dict[str, Any]:
+        self.queries.append(query)
+        return {"messages": [], "cursor": None}
+
+    def pending_stats(self, start_ms: int | None) -> dict[str, Any]:
+        self.queries.append(start_ms)
+        return {"pending": 0}
 
     def pause(self, what: Direction) -> None:
         self.paused_now.add(what)

@@ -8,8 +8,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from delaybridge.bridge.control import Direction
+from delaybridge.bridge.labels import OTHER, LabelBudget
 from delaybridge.bridge.lateness import LATENESS_BUCKETS_S
-from delaybridge.bridge.metrics import OTHER, LabelBudget, Metrics
+from delaybridge.bridge.metrics import Metrics
 from delaybridge.bridge.reasons import Reason
 
 LATENESS = "delaybridge_delivery_lateness_seconds"

@@ -97,3 +97,13 @@ def test_sliced_batches_and_null_header_lists_keep_rows_aligned() -> None:
     ]
     out = classify_batch(batch.slice(1, 3), RULES).to_pylist()
     assert [row["id"] for row in out] == ["second", None, "fourth"]
+
+
+def test_a_series_lists_its_occurrences_due_up_to_the_horizon() -> None:
+    every = [("delay-target-topic", b"orders"), ("delay-every", b"2s"), ("delay-id", b"s")]
+    batch = _batch([{"headers": every}, {"headers": [*every, ("delay-count", b"2")]}])
+    out = classify_batch(batch, RULES, horizon_ms=1_007_000).to_pylist()
+    assert out[0]["occurrences"] == [{"k": k, "due_ms": 1_000_000 + 2_000 * k} for k in (1, 2, 3)]
+    assert [o["k"] for o in out[1]["occurrences"]] == [1, 2]  # delay-count
+    first_only = classify_batch(batch, RULES, horizon_ms=0).to_pylist()
+    assert first_only[0]["occurrences"] == [{"k": 1, "due_ms": 1_002_000}]  # at least one

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from delaybridge.timerlog import ManualClock, StoreSettings, TimerStore
-from tests.unit.timerlog.support import START_MS
+from tests.unit.timerlog.support import GRACE_MS, START_MS
 
 
 @pytest.fixture
@@ -31,5 +31,18 @@ def small() -> StoreSettings:
 @pytest.fixture
 def store(tmp_path: Path, small: StoreSettings, clock: ManualClock) -> Iterator[TimerStore]:
     s = TimerStore.open(tmp_path / "store", small, clock)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def graced(small: StoreSettings) -> StoreSettings:
+    """``small`` with a cancel grace period (cancels wait for messages sent before them)."""
+    return StoreSettings(**{**small.__dict__, "cancel_grace_ms": GRACE_MS})
+
+
+@pytest.fixture
+def graced_store(tmp_path: Path, graced: StoreSettings, clock: ManualClock) -> Iterator[TimerStore]:
+    s = TimerStore.open(tmp_path / "store", graced, clock)
     yield s
     s.close()

@@ -9,6 +9,8 @@ from __future__ import annotations
 from delaybridge.timerlog import Headers, TimerRecord, TimerStore
 
 START_MS = 1_700_000_000_000
+#: The cancel grace period of the ``graced`` settings (conftest).
+GRACE_MS = 5_000
 
 
 def rec(

@@ -8,7 +8,6 @@ new message, and a stale cancel (its message already delivered) hit an unrelated
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,21 +17,12 @@ from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 from delaybridge.timerlog import Cancel, ManualClock, StoreSettings, TimerRecord, TimerStore
 from delaybridge.timerlog import cancel_codec as codec
 from delaybridge.timerlog.checkpoint import Checkpoint
-from tests.unit.timerlog.support import START_MS, drain
-
-GRACE_MS = 5_000
+from tests.unit.timerlog.support import GRACE_MS, START_MS, drain
 
 
 @pytest.fixture
-def graced(small: StoreSettings) -> StoreSettings:
-    return StoreSettings(**{**small.__dict__, "cancel_grace_ms": GRACE_MS})
-
-
-@pytest.fixture
-def store(tmp_path: Path, graced: StoreSettings, clock: ManualClock) -> Iterator[TimerStore]:
-    s = TimerStore.open(tmp_path / "store", graced, clock)
-    yield s
-    s.close()
+def store(graced_store: TimerStore) -> TimerStore:
+    return graced_store
 
 
 def sent(id: str, sent_ms: int, offset: int, due_ms: int = START_MS + 2_000) -> TimerRecord:

@@ -106,6 +106,7 @@ def test_one_timer_entry_decodes_by_name_and_names_the_damage() -> None:
         cancel_codec.Applied(5, 1_000),
         cancel_codec.Waiting(9, "id-1", None),
         cancel_codec.Waiting(9, "id-2", "orders"),
+        cancel_codec.Waiting(9, "id-3", "orders", 7, 3, matched=True, replace=True),
         cancel_codec.Resolved(64),
     ],
 )
@@ -126,7 +127,9 @@ CHECKPOINT_V1_FIELDS = {
     "delivered_total", "cancelled_total", "unknown_cancels_total", "rolled_total",
     "removed_total", "pending_by_topic", "marks",
 }  # fmt: skip
-CHECKPOINT_FIELDS = CHECKPOINT_V1_FIELDS | {"corrupt_records_total", "unreadable_records_total"}
+CHECKPOINT_FIELDS = CHECKPOINT_V1_FIELDS | {
+    "corrupt_records_total", "unreadable_records_total", "replaced_total",
+}  # fmt: skip
 
 
 def test_checkpoint_json_keeps_its_flat_field_names(tmp_path: Path) -> None:

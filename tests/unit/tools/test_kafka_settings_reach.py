@@ -131,6 +131,7 @@ def test_demo_clients_and_its_sidecar_settings(
     fake_kafka: Captured, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from delaybridge.tools import demo
+    from delaybridge.tools.demo_messages import DELAY_TOPIC
 
     started: list[Settings] = []
 
@@ -158,7 +159,7 @@ def test_demo_clients_and_its_sidecar_settings(
     assert_all_secured(fake_kafka, ["AdminClient", "Consumer", "Producer", "Producer"])
     assert [kind for kind, _ in fake_kafka.built][-1] == "Producer"  # the cancel, at the end
     assert started and started[0].kafka.client == SECURITY
-    records = fake_kafka.cluster.records(demo.DELAY_TOPIC)
+    records = fake_kafka.cluster.records(DELAY_TOPIC)
     cancels = [m for m in records if m.key() == b"order-1003"]
     assert len(cancels) == 2  # the message, then its cancel
 
