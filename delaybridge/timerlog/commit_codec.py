@@ -3,8 +3,8 @@
 The layouts (wide, type 1, and compact, type 2) are drawn in :mod:`commit_format`;
 this module re-exports its names. ``encode_batch`` writes the compact layout for
 every record whose fields fit it (ids and topics <= 255 bytes, keys <= 64 KiB, a
-partition < 32,768, a delay within +-24.8 days of the source timestamp, timestamp
-and offset in [0, 2**48)) and the wide one otherwise; ``decode_many`` reads both.
+partition < 32,768, a delay within +-24.8 days of the source timestamp, an offset
+below 2**32) and the wide one otherwise; ``decode_many`` reads both.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from delaybridge.timerlog.commit_format import (
     FIELDS,
     FIXED_SIZE,
     HEADER_ITEM,
-    LOW32,
     MAX_ID_BYTES,
     MIN_SIZE,
     NULL_KEY,
@@ -114,7 +113,7 @@ def encode_batch(records: Sequence[TimerRecord], compact: bool = True) -> Encode
     crc32 = zlib.crc32
     join = b"".join
     topic_bytes = _topic_bytes
-    wide, short, low = int(RecordType.WIDE), int(RecordType.COMPACT), LOW32
+    wide, short = int(RecordType.WIDE), int(RecordType.COMPACT)
     struct_error = struct.error
     out: list[bytes] = []
     sizes: list[int] = []
@@ -141,10 +140,8 @@ def encode_batch(records: Sequence[TimerRecord], compact: bool = True) -> Encode
                             len(key) if key else 0,
                             partition,
                             due_ms - ts,
-                            ts & low,
-                            ts >> 32,
-                            offset & low,
-                            offset >> 32,
+                            due_ms,
+                            offset,
                         ),
                         idb,
                         tb,
@@ -229,7 +226,7 @@ def decode_many(
             kind = body[0]
             if kind == short:
                 (_, flags, id_len, topic_len, n_headers, key_len, partition, delay,
-                 ts_low, ts_high, off_low, off_high) = unpack_compact(body)  # fmt: skip
+                 due_ms, source_offset) = unpack_compact(body)  # fmt: skip
                 o = cs + id_len
                 rid = body[cs:o].decode()
                 e = o + topic_len
@@ -243,9 +240,7 @@ def decode_many(
                 if o > len(body):
                     raise struct.error(f"fields run {o - len(body)} bytes past the record")
                 value = None if flags & 2 else body[o:]  # 2: NULL_VALUE
-                source_ts = ts_low | ts_high << 32
-                due_ms = source_ts + delay
-                source_offset = off_low | off_high << 32
+                source_ts = due_ms - delay
             elif kind != wide:
                 raise IntegrityError(f"{paths[s]}: offset {off}: unknown record type {kind}")
             else:

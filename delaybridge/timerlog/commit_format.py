@@ -30,8 +30,8 @@ layout the fields after it have. Little-endian::
     13      2   key_len         (<= 65,535; 0 for a null key)
     15      2   target_partition  int16, -1 = producer's partitioner decides
     17      4   delay_ms        int32: due_ms - source_ts_ms (within +-24.8 days)
-    21      6   source_ts_ms    uint48 (low 32 bits, then high 16)
-    27      6   source_offset   uint48 (low 32 bits, then high 16)
+    21      8   due_ms          absolute due time, epoch ms
+    29      4   source_offset   uint32 (a partition past 2**32 records: wide records)
     33      .   id, topic, key, the headers, then the value: the rest of the record
                 (its length is implied; a null value has flag 2 and no bytes)
 
@@ -81,10 +81,8 @@ COMPACT = struct.Struct(
     "H"  # key_len (0 for a null key)
     "h"  # target_partition
     "i"  # delay_ms: due_ms - source_ts_ms
-    "I"  # source_ts_ms, low 32 bits
-    "H"  # source_ts_ms, high 16 bits
-    "I"  # source_offset, low 32 bits
-    "H"  # source_offset, high 16 bits
+    "q"  # due_ms
+    "I"  # source_offset
 )
 HEADER_ITEM = struct.Struct(
     "<"
@@ -98,11 +96,10 @@ MIN_SIZE = COMPACT_SIZE
 assert PREFIX.size == 8 and FIELDS.size == 44 and FIXED_SIZE == 52 and COMPACT_SIZE == 33
 NULL_KEY = 1
 NULL_VALUE = 2
-LOW32 = 0xFFFFFFFF
 MAX_ID_BYTES = 0xFFFF
 Buffer = bytes | memoryview | mmap.mmap
 _Q = struct.Struct("<q")
-_I = struct.Struct("<i")
+_U32 = struct.Struct("<I")
 
 
 class RecordType(IntEnum):
@@ -165,25 +162,16 @@ def check(buf: Buffer, offset: int, limit: int, path: Path, file_offset: int) ->
 
 def due_of(raw: Buffer, offset: int = 0) -> int:
     """``due_ms`` of the (checked) record at ``offset`` of ``raw``, of either layout."""
-    if raw[offset + 8] == RecordType.COMPACT:
-        delay: int = _I.unpack_from(raw, offset + 17)[0]
-        return source_ts_of(raw, offset) + delay
-    due: int = _Q.unpack_from(raw, offset + 16)[0]
+    due: int = _Q.unpack_from(raw, offset + (21 if raw[offset + 8] == RecordType.COMPACT else 16))[
+        0
+    ]
     return due
-
-
-def source_ts_of(raw: Buffer, offset: int = 0) -> int:
-    if raw[offset + 8] == RecordType.COMPACT:
-        lo, hi = struct.unpack_from("<IH", raw, offset + 21)
-        return int(lo | hi << 32)
-    ts: int = _Q.unpack_from(raw, offset + 32)[0]
-    return ts
 
 
 def source_offset_of(raw: Buffer, offset: int = 0) -> int:
     """``source_offset`` of the record at ``offset`` of ``raw``, of either layout."""
     if raw[offset + 8] == RecordType.COMPACT:
-        lo, hi = struct.unpack_from("<IH", raw, offset + 27)
-        return int(lo | hi << 32)
+        offset_u32: int = _U32.unpack_from(raw, offset + 29)[0]
+        return offset_u32
     value: int = _Q.unpack_from(raw, offset + 24)[0]
     return value

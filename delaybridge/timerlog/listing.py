@@ -238,11 +238,9 @@ class _Walk:
         for row, s, off in zip(rows.tolist(), segs, offsets, strict=True):
             mm = maps[s]
             try:
-                if mm[off] == short:  # the compact layout: due = timestamp + delay
-                    _, _, id_len, topic_len, _, _, _, delay, ts, ts_high, *_ = unpack_compact(
-                        mm, off
-                    )
-                    due, o = (ts | ts_high << 32) + delay, off + _COMPACT.size
+                if mm[off] == short:  # the compact layout
+                    _, _, id_len, topic_len, _, _, _, _, due, _ = unpack_compact(mm, off)
+                    o = off + _COMPACT.size
                 else:
                     _, id_len, topic_len, _, due, *_ = unpack(mm, off)
                     o = off + fixed

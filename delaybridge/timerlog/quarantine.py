@@ -112,9 +112,9 @@ def salvage(
     try:
         compact = body[0] == codec.RecordType.COMPACT
         if compact:
-            (_, flags, id_len, topic_len, n_headers, key_len, _partition, _delay, ts_low,
-             ts_high, off_low, off_high) = codec.COMPACT.unpack_from(body)  # fmt: skip
-            source_offset, source_ts = off_low | off_high << 32, ts_low | ts_high << 32
+            (_, flags, id_len, topic_len, n_headers, key_len, _partition, delay, due,
+             source_offset) = codec.COMPACT.unpack_from(body)  # fmt: skip
+            source_ts = due - delay
             key_len = -1 if flags & codec.NULL_KEY else key_len
             value_len = 0  # the rest of the record, after the headers
             o = codec.COMPACT.size

@@ -52,10 +52,8 @@ def batch_of_raw(raws: Sequence[bytes], where: str, skip: int = 0) -> EncodedBat
             raise IntegrityError(f"{where}: record {i}: bad length {length}")
         kind = data[skip + 8]
         if kind == _COMPACT:
-            (_, _f, id_len, topic_len, _n, _k, _p, delay, ts_low, ts_high, off_low,
-             off_high) = unpack_compact(data, skip + 8)  # fmt: skip
-            due_ms = (ts_low | ts_high << 32) + delay
-            source_offset = off_low | off_high << 32
+            (_, _f, id_len, topic_len, _n, _k, _p, _delay, due_ms,
+             source_offset) = unpack_compact(data, skip + 8)  # fmt: skip
             o = skip + COMPACT_SIZE
         elif kind == _WIDE and length >= FIXED_SIZE:
             _, id_len, topic_len, _n, due_ms, source_offset, *_ = unpack_fields(data, skip + 8)

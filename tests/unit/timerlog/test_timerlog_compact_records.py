@@ -33,7 +33,7 @@ fitting = st.builds(
     key=maybe_bytes,
     value=maybe_bytes,
     headers=st.lists(st.tuples(st.text(max_size=10), maybe_bytes), max_size=4).map(tuple),
-    source_offset=st.integers(0, 2**48 - 1),
+    source_offset=st.integers(0, 2**32 - 1),
     source_timestamp_ms=st.just(START_MS),
 )
 
@@ -104,8 +104,9 @@ DAY = 86_400_000
         {"target_partition": 2**15},
         {"due_ms": START_MS + 25 * DAY},
         {"due_ms": START_MS - 25 * DAY},
-        {"source_timestamp_ms": -1, "due_ms": 5},
-        {"source_offset": 2**48},
+        {"source_timestamp_ms": -(2**40), "due_ms": 5},
+        {"source_offset": 2**32},
+        {"source_offset": -1},
         {"headers": tuple((f"h{i}", None) for i in range(256))},
     ],
 )
