@@ -52,8 +52,7 @@ class IdIndex:
         self.log = log
         self.run_entries = run_entries
         self.files: dict[int, IndexFile] = {}
-        """Segment base (byte position, as in its name) -> its index file, made when
-        its first run seals."""
+        """Segment base (byte position, its name) -> its index file, from its first seal."""
         self.sealed: dict[int, tuple[int, int]] = {}
         """First entry of each usable sealed run -> (segment's first entry, entry count)."""
         self.held: dict[int, tuple[U32, U16]] = {}
@@ -76,6 +75,8 @@ class IdIndex:
         the others and those that do not fit (their runs are rebuilt on load)."""
         segments = {s.base: s for s in self.log.segments}
         for path in sorted(self.log.directory.glob(f"*.{SUFFIX}")):
+            if not path.stem.isdigit():
+                continue  # not a name this index writes: left alone
             base = int(path.stem)
             seg = segments.get(base)
             f = None if seg is None else IndexFile.adopt(path, base, self.run_entries,
@@ -275,8 +276,7 @@ class IdIndex:
 def _search(hashes: U32, rows: npt.NDArray[np.unsignedinteger], wanted: U32) -> I64:
     """Rows (as int64) whose hash is in ``wanted``, from a run sorted by hash."""
     lo = np.searchsorted(hashes, wanted, side="left")
-    hi = np.searchsorted(hashes, wanted, side="right")
-    n = hi - lo
+    n = np.searchsorted(hashes, wanted, side="right") - lo
     total = int(n.sum())
     if not total:
         return np.empty(0, np.int64)

@@ -100,8 +100,10 @@ def test_index_files_go_with_their_segments(tmp_path: Path, clock: ManualClock) 
     assert {p.stem for p in tidx.glob("*.tidx")} <= segments
     store.close()
     (tidx / f"{10**6:020d}.tidx").write_bytes(b"orphan")  # no such segment
+    (tidx / "notes.tidx").write_bytes(b"an operator's file")  # not ours: left alone
     store = TimerStore.open(tmp_path, SETTINGS, clock)
     assert not (tidx / f"{10**6:020d}.tidx").exists()
+    assert (tidx / "notes.tidx").exists()
     store.close()
 
 
