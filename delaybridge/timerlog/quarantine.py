@@ -138,10 +138,8 @@ def salvage(
             headers = _headers(body, o + max(key_len, 0) + max(value_len, 0), n_headers)
         except (struct.error, UnicodeDecodeError, ValueError):
             headers = ()
-    detail = (
-        f"{why}; read without its CRC (fields may be wrong), value dropped "
-        f"({max(value_len, 0)} bytes as recorded)"
-    )
+    size = "" if compact else f" ({max(value_len, 0)} bytes as recorded)"  # compact: implied
+    detail = f"{why}; read without its CRC (fields may be wrong), value dropped{size}"
     headers = (*headers, (QUARANTINE_HEADER, detail.encode()))
     return DamagedRecord(rid, tick_ms, topic, -1, key, None, headers, source_offset, source_ts)
 

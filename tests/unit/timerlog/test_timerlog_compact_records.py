@@ -168,3 +168,4 @@ def test_a_damaged_compact_record_is_salvaged_with_its_identity() -> None:
     assert (got.source_offset, got.source_timestamp_ms) == (7, START_MS)
     assert got.headers[:2] == rec.headers
     assert got.headers[2][0] == "delaybridge-store-corrupt"
+    assert (got.headers[2][1] or b"").endswith(b"value dropped")  # length not recorded
