@@ -27,7 +27,7 @@ from pathlib import Path
 from delaybridge.errors import IntegrityError
 
 FORMAT_VERSION = 1
-"""The version every file kind started at (and the commit log, timer log and wheel keep)."""
+"""The version every file kind started at (and the timer log and wheel keep)."""
 
 HEADER = struct.Struct(
     "<"
@@ -58,7 +58,7 @@ class FileKind(Enum):
 
 
 CURRENT_VERSIONS = {
-    FileKind.COMMIT_LOG: FORMAT_VERSION,
+    FileKind.COMMIT_LOG: 2,  # 2: compact records (type 2) beside the wide ones
     FileKind.TIMER_LOG: FORMAT_VERSION,
     FileKind.WHEEL: FORMAT_VERSION,
     FileKind.CANCEL_LOG: 2,  # 2: cancels carry when they were sent (docs/storage.md)

@@ -3,7 +3,8 @@
 Each delay-topic partition's store has a changelog partition (same number, compacted
 topic). Every message the store takes is written there; when it leaves the store
 (delivered, dead-lettered, cancelled, replaced) its key gets a tombstone, so compaction
-keeps exactly the pending messages. Format, version 1::
+keeps exactly the pending messages. Format, version 2 (version 1 values are read too:
+the same envelope, holding only wide records)::
 
     key    12 bytes  source_offset  int64 big-endian  the message's delay-topic offset
                      generation     uint32 big-endian 0; +1 each time the message is
@@ -11,9 +12,10 @@ keeps exactly the pending messages. Format, version 1::
            16 bytes  the same with a uint64 generation, when it is 2^32 or more: occurrence
                      k >= 2 of a recurring schedule adds (k - 1) << 32 (bridge/series.py);
                      every other message keeps the 12-byte key
-    value  1 byte    version        1
+    value  1 byte    version        2 (1: written before the compact record layout)
            .         record         the commit-log record, byte for byte (its own
-                                    length, CRC and fields: commit_codec)
+                                    length, CRC, type and fields: commit_format; a
+                                    version-2 value may hold either layout)
     tombstone: the same key, a null value, header ``delay-id`` (the message's id: a
                store finds the entry to drop by it)
 
@@ -40,7 +42,10 @@ KEY = struct.Struct(
 assert KEY.size == 12
 KEY_WIDE = struct.Struct(">qQ")  # source_offset, generation (a series' later occurrence)
 assert KEY_WIDE.size == 16
-VERSION = 1
+VERSION = 2
+READ_VERSIONS = (1, 2)
+"""Version 1 values hold wide records only; a build before version 2 refuses a version-2
+value by its version byte instead of misreading a compact record."""
 _VERSION_BYTE = bytes([VERSION])
 ID_HEADER = "delay-id"
 
@@ -76,7 +81,9 @@ def value_of(record: bytes) -> bytes:
 
 def record_of(value: bytes, where: str) -> memoryview:
     """The commit-log record inside a changelog value (no copy)."""
-    if not value or value[0] != VERSION:
+    if not value or value[0] not in READ_VERSIONS:
         got = value[0] if value else "none"
-        raise IntegrityError(f"{where}: changelog value version {got}, expected {VERSION}")
+        raise IntegrityError(
+            f"{where}: changelog value version {got}, expected one of {READ_VERSIONS}"
+        )
     return memoryview(value)[1:]

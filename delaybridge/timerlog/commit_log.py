@@ -19,8 +19,6 @@ from delaybridge.timerlog import commit_codec as codec
 from delaybridge.timerlog.records import TimerRecord
 from delaybridge.timerlog.segments import SegmentedLog
 
-DUE_OFFSET = codec.PREFIX.size + 8  # due_ms inside a record, for rolls
-SOURCE_OFFSET_OFFSET = DUE_OFFSET + 8
 RELEASE_EVERY_RECORDS = 1 << 18  # ~64 MiB of 250-byte records
 
 

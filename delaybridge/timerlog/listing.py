@@ -60,6 +60,7 @@ DEFAULT_BUDGET = 5_000
 """Entries a page may examine before it returns partial (~7 us each with a filter that
 reads the record: a partial page costs ~35 ms, see docs/benchmarks.md)."""
 _FIELDS = commit_codec.FIELDS
+_COMPACT = commit_codec.COMPACT
 _BODY = commit_codec.PREFIX.size
 
 
@@ -229,6 +230,7 @@ class _Walk:
         offsets = (pos - bases[segs] + HEADER_SIZE + _BODY).tolist()
         maps = [s.map() for s in log.segments]
         unpack, fixed = _FIELDS.unpack_from, commit_codec.FIXED_SIZE - _BODY
+        unpack_compact, short = _COMPACT.unpack_from, int(commit_codec.RecordType.COMPACT)
         topic, prefix = self.topic, self.prefix
         lo = -(1 << 63) if self.due_from is None else self.due_from
         hi = (1 << 63) if self.due_to is None else self.due_to
@@ -236,13 +238,17 @@ class _Walk:
         for row, s, off in zip(rows.tolist(), segs, offsets, strict=True):
             mm = maps[s]
             try:
-                _, id_len, topic_len, _, due, *_ = unpack(mm, off)
-            except struct.error:
+                if mm[off] == short:  # the compact layout
+                    _, _, id_len, topic_len, _, _, _, _, due, _ = unpack_compact(mm, off)
+                    o = off + _COMPACT.size
+                else:
+                    _, id_len, topic_len, _, due, *_ = unpack(mm, off)
+                    o = off + fixed
+            except (struct.error, IndexError):
                 out.append(row)
                 continue
             if not lo <= due < hi:
                 continue
-            o = off + fixed
             if prefix is not None and not mm[o : o + id_len].startswith(prefix):
                 continue
             o += id_len

@@ -16,7 +16,6 @@ Lists holding ROLLED entries are re-ordered by source offset (see placement).
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +23,8 @@ import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import timer_codec as codec
-from delaybridge.timerlog.commit_log import SOURCE_OFFSET_OFFSET, CommitLog
+from delaybridge.timerlog.commit_format import source_offset_of
+from delaybridge.timerlog.commit_log import CommitLog
 from delaybridge.timerlog.timer_log import CHUNK_ENTRIES, TimerLog
 from delaybridge.wheel import TimingWheel
 
@@ -32,7 +32,6 @@ I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
 SHORT_LIST = 64
 DENSE_FACTOR = 4
-_Q = struct.Struct("<q")
 
 
 @dataclass
@@ -229,8 +228,7 @@ def _order_rolled(commit_log: CommitLog, idx: I64, cl: I64, kind: I8, starts: I6
 
 def _source_offset(commit_log: CommitLog, cl_pos: int) -> int:
     seg, off = commit_log.log.locate(cl_pos)
-    value: int = _Q.unpack_from(seg.map(), off + SOURCE_OFFSET_OFFSET)[0]
-    return value
+    return source_offset_of(seg.map(), off)
 
 
 assert CHUNK_ENTRIES > SHORT_LIST

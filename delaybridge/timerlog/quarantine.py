@@ -104,15 +104,24 @@ def salvage(
     the segment's data end ``limit``), the id and the topic must be UTF-8; the headers
     are kept if they parse too. The value is dropped.
     """
-    if off + codec.FIXED_SIZE > limit:
+    if off + codec.MIN_SIZE > limit:
         return None
     length = codec.record_length(buf, off)
-    end = off + length if codec.FIXED_SIZE <= length <= limit - off else limit
+    end = off + length if codec.MIN_SIZE <= length <= limit - off else limit
     body = bytes(buf[off + codec.PREFIX.size : end])
     try:
-        (_, id_len, topic_len, n_headers, _due, source_offset, source_ts,
-         _partition, key_len, value_len) = codec.FIELDS.unpack_from(body)  # fmt: skip
-        o = codec.FIELDS.size
+        compact = body[0] == codec.RecordType.COMPACT
+        if compact:
+            (_, flags, id_len, topic_len, n_headers, key_len, _partition, delay, due,
+             source_offset) = codec.COMPACT.unpack_from(body)  # fmt: skip
+            source_ts = due - delay
+            key_len = -1 if flags & codec.NULL_KEY else key_len
+            value_len = 0  # the rest of the record, after the headers
+            o = codec.COMPACT.size
+        else:
+            (_, id_len, topic_len, n_headers, _due, source_offset, source_ts,
+             _partition, key_len, value_len) = codec.FIELDS.unpack_from(body)  # fmt: skip
+            o = codec.FIELDS.size
         if o + id_len + topic_len > len(body) or id_len == 0 or source_offset < 0:
             return None
         rid = body[o : o + id_len].decode()
@@ -129,10 +138,8 @@ def salvage(
             headers = _headers(body, o + max(key_len, 0) + max(value_len, 0), n_headers)
         except (struct.error, UnicodeDecodeError, ValueError):
             headers = ()
-    detail = (
-        f"{why}; read without its CRC (fields may be wrong), value dropped "
-        f"({max(value_len, 0)} bytes as recorded)"
-    )
+    size = "" if compact else f" ({max(value_len, 0)} bytes as recorded)"  # compact: implied
+    detail = f"{why}; read without its CRC (fields may be wrong), value dropped{size}"
     headers = (*headers, (QUARANTINE_HEADER, detail.encode()))
     return DamagedRecord(rid, tick_ms, topic, -1, key, None, headers, source_offset, source_ts)
 

@@ -14,9 +14,19 @@ import zlib
 from collections.abc import Sequence
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog.commit_codec import FIELDS, FIXED_SIZE, PREFIX, EncodedBatch, RecordType
+from delaybridge.timerlog.commit_codec import (
+    COMPACT,
+    COMPACT_SIZE,
+    FIELDS,
+    FIXED_SIZE,
+    MIN_SIZE,
+    PREFIX,
+    EncodedBatch,
+    RecordType,
+)
 
-_MESSAGE = int(RecordType.MESSAGE)
+_WIDE = int(RecordType.WIDE)
+_COMPACT = int(RecordType.COMPACT)
 
 
 def batch_of_raw(raws: Sequence[bytes], where: str, skip: int = 0) -> EncodedBatch:
@@ -34,15 +44,22 @@ def batch_of_raw(raws: Sequence[bytes], where: str, skip: int = 0) -> EncodedBat
     topics: list[str] = []
     max_offset = -1
     unpack_prefix, unpack_fields, crc32 = PREFIX.unpack_from, FIELDS.unpack_from, zlib.crc32
+    unpack_compact = COMPACT.unpack_from
     names: dict[bytes, str] = {}
     for i, data in enumerate(raws):
         length = unpack_prefix(data, skip)[0]
-        if length != len(data) - skip or length < FIXED_SIZE:
+        if length != len(data) - skip or length < MIN_SIZE:
             raise IntegrityError(f"{where}: record {i}: bad length {length}")
-        kind, id_len, topic_len, _n, due_ms, source_offset, *_ = unpack_fields(data, skip + 8)
-        if kind != _MESSAGE:
+        kind = data[skip + 8]
+        if kind == _COMPACT:
+            (_, _f, id_len, topic_len, _n, _k, _p, _delay, due_ms,
+             source_offset) = unpack_compact(data, skip + 8)  # fmt: skip
+            o = skip + COMPACT_SIZE
+        elif kind == _WIDE and length >= FIXED_SIZE:
+            _, id_len, topic_len, _n, due_ms, source_offset, *_ = unpack_fields(data, skip + 8)
+            o = skip + FIXED_SIZE
+        else:
             raise IntegrityError(f"{where}: record {i}: unknown record type {kind}")
-        o = skip + FIXED_SIZE
         tb = data[o + id_len : o + id_len + topic_len]
         topic = names.get(tb)
         if topic is None:

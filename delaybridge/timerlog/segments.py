@@ -7,6 +7,11 @@ file), mapped once, and sealed when the next batch does not fit; the next segmen
 starts exactly where the last one's data ended, so positions have no gaps and the
 end of a sealed segment is the base of the next. Batches never straddle segments.
 
+Format versions are per segment: each file's header keeps the version it was created
+with, and a log whose last segment is older than this build's version
+(``CURRENT_VERSIONS``) seals it at open, so everything appended from then on lands in
+a new segment of the current version; nothing is rewritten (docs/storage.md).
+
 Not thread-safe: the store's owner thread calls it.
 """
 
@@ -20,7 +25,7 @@ from pathlib import Path
 
 from delaybridge.durable import allocated_bytes, fsync_dir, pwrite_all
 from delaybridge.errors import IntegrityError
-from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
+from delaybridge.fileformat import CURRENT_VERSIONS, HEADER_SIZE, FileHeader, FileKind
 
 
 @dataclass(eq=False)
@@ -32,6 +37,8 @@ class Segment:
     fd: int
     capacity: int
     """Data bytes the file can hold (file size minus the header)."""
+    version: int = 0
+    """The format version in the file's header (0: this build's)."""
     mm: mmap.mmap | None = field(default=None, repr=False)
 
     def map(self) -> mmap.mmap:
@@ -62,6 +69,8 @@ class SegmentedLog:
         self.end = 0
         self._dirty: set[Segment] = set()
         self._dir_dirty = False
+        self._seal_tail = False
+        """The last segment is of an older format version: append in a new one."""
 
     # -- opening and recovery ------------------------------------------------
     def open(self, end: int) -> None:
@@ -86,7 +95,7 @@ class SegmentedLog:
             if header.base != base or header.entry_size != self.entry_size:
                 os.close(fd)
                 raise IntegrityError(f"{path}: offset 0: header base/entry size do not match")
-            self.segments.append(Segment(base, path, fd, size - HEADER_SIZE))
+            self.segments.append(Segment(base, path, fd, size - HEADER_SIZE, header.version))
         self._bases = [s.base for s in self.segments]
         for i, seg in enumerate(self.segments):
             data_end = self.segments[i + 1].base if i + 1 < len(self.segments) else end
@@ -103,6 +112,7 @@ class SegmentedLog:
             keep = HEADER_SIZE + (end - last.base)
             os.ftruncate(last.fd, keep)  # drop unflushed bytes past the checkpoint
             os.ftruncate(last.fd, HEADER_SIZE + last.capacity)
+            self._seal_tail = 0 < last.version < CURRENT_VERSIONS[self.kind]
 
     @property
     def start(self) -> int:
@@ -119,8 +129,9 @@ class SegmentedLog:
         """
         size = len(data)
         seg = self.segments[-1] if self.segments else None
-        if seg is None or self.end + size > seg.base + seg.capacity:
+        if seg is None or self._seal_tail or self.end + size > seg.base + seg.capacity:
             seg = self._new_segment(max(self.segment_bytes, size))
+            self._seal_tail = False
         pos = self.end
         pwrite_all(seg.fd, data, HEADER_SIZE + pos - seg.base)
         self.end = pos + size

@@ -27,7 +27,8 @@ import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import timer_codec
-from delaybridge.timerlog.commit_log import DUE_OFFSET, CommitLog
+from delaybridge.timerlog.commit_format import due_of
+from delaybridge.timerlog.commit_log import CommitLog
 from delaybridge.timerlog.placement import place
 from delaybridge.timerlog.reader import Reader
 from delaybridge.timerlog.settings import StoreSettings
@@ -122,7 +123,7 @@ class Writer:
         if not raws:
             return 0, damaged
         due = np.fromiter(
-            (int.from_bytes(r[DUE_OFFSET : DUE_OFFSET + 8], "little", signed=True) for r in raws),
+            (due_of(r) for r in raws),
             np.int64,
             len(raws),
         )
