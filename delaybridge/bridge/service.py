@@ -55,6 +55,7 @@ from delaybridge.bridge.side import SideWriter
 from delaybridge.bridge.tally import Tally
 from delaybridge.bridge.telemetry import Telemetry
 from delaybridge.bridge.tuning import CONSUMER_OVERRIDES, producer_overrides, store_settings_for
+from delaybridge.bridge.workers import suffix
 from delaybridge.connectors import KafkaClients, ensure_topics
 from delaybridge.connectors.edge import ClientFactory
 from delaybridge.timerlog import SYSTEM_CLOCK, Clock
@@ -66,8 +67,8 @@ class Service:
     """The running sidecar. Build it, call :meth:`run` (blocks), :meth:`stop` from anywhere.
 
     ``clients`` builds the Kafka clients (default: from ``settings.kafka``); tests pass
-    the in-memory fakes. Building a Service creates the client handles but makes no
-    network call; :meth:`run` creates the sidecar's topics and joins the group.
+    the in-memory fakes; ``worker``: the index of this worker process (``workers.py``).
+    Building it makes no network call; :meth:`run` creates topics and joins the group.
     """
 
     def __init__(
@@ -75,6 +76,7 @@ class Service:
         settings: Settings,
         clock: Clock = SYSTEM_CLOCK,
         clients: ClientFactory | None = None,
+        worker: int = 0,
     ) -> None:
         s = settings
         self.settings = settings
@@ -101,7 +103,7 @@ class Service:
                                                group=False)  # fmt: skip
         keep_ms = grace_ms + 2 * s.kafka.session_timeout_ms  # bridge/cancel_feed.py says why
         self.feed = CancelFeed(feed_consumer, s.cancel_topic, keep_ms, self.tally,
-                               s.store.data_dir)  # fmt: skip
+                               s.store.data_dir, f"cancel-feed{suffix(worker)}.json")  # fmt: skip
         self.admin = self._clients.admin()
         state = kafka_state.build(
             s, self._clients, self.outbox, self.retries, clock, self.admin, self.flow,
@@ -117,8 +119,7 @@ class Service:
         self.partitions.feed = self.feed
         if state is not None:
             self.partitions.restoring, self.partitions.standbys = state.restoring, state.standbys
-        dlt = s.dead_letter_topic
-        side = SideWriter(self.outbox, self.retries, clock, poisoned)
+        dlt, side = s.dead_letter_topic, SideWriter(self.outbox, self.retries, clock, poisoned)
         self.ingestor = Ingestor(
             rules, side, dlt, s.cancel_topic, self.tally, clock, self.changelog
         )
