@@ -20,21 +20,34 @@ transaction at once) and the cancel feed position of the process it replaces.
 
 from __future__ import annotations
 
+import math
 import os
+from pathlib import Path
 
 from delaybridge.bridge.settings import Settings
 from delaybridge.bridge.transactions import transactional_id
 
 #: The line a worker prints once its HTTP server listens; the supervisor reads it.
 HTTP_ANNOUNCE = "delaybridge: HTTP on "
+#: cgroup v2: "<quota> <period>" in microseconds, or "max <period>".
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, e.g. a container's cpuset)."""
+def usable_cores(cpu_max: Path = CPU_MAX) -> int:
+    """The cores this process may use: its CPU affinity (a cpuset), capped by the cgroup's
+    CPU quota (a container's ``resources.limits.cpu``, which affinity does not show: on
+    Kubernetes, affinity alone would count every core of the node), rounded up."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota
+    return max(1, cores)
 
 
 def worker_count(settings: Settings) -> int:

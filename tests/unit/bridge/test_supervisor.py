@@ -11,6 +11,7 @@ address) is its own, worker 0's that of a single sidecar.
 from __future__ import annotations
 
 import io
+import os
 import signal
 import subprocess
 from pathlib import Path
@@ -23,7 +24,12 @@ from delaybridge.bridge.metrics_merge import SupervisorMetrics
 from delaybridge.bridge.settings import load
 from delaybridge.bridge.supervisor import FIRST_BACKOFF_S, STABLE_S, Supervisor
 from delaybridge.bridge.transactions import ID_FILE
-from delaybridge.bridge.workers import HTTP_ANNOUNCE, worker_count, worker_settings
+from delaybridge.bridge.workers import (
+    HTTP_ANNOUNCE,
+    usable_cores,
+    worker_count,
+    worker_settings,
+)
 from tests.support import wait_until
 
 
@@ -177,7 +183,14 @@ def test_worker_count(workers: int, expected: int) -> None:
     assert worker_count(load(None, workers=workers)) == expected
 
 
-def test_zero_workers_means_one_per_usable_core() -> None:
-    import os
-
-    assert worker_count(load(None, workers=0)) == len(os.sched_getaffinity(0))
+def test_zero_workers_means_one_per_usable_core(tmp_path: Path) -> None:
+    assert worker_count(load(None, workers=0)) == usable_cores()
+    cores = len(os.sched_getaffinity(0))
+    quota = tmp_path / "cpu.max"
+    quota.write_text("max 100000\n")
+    assert usable_cores(quota) == cores
+    quota.write_text("150000 100000\n")  # limits.cpu: 1.5 -> 2 workers, at most the cores
+    assert usable_cores(quota) == min(cores, 2)
+    quota.write_text("50000 100000\n")
+    assert usable_cores(quota) == 1
+    assert usable_cores(tmp_path / "absent") == cores
