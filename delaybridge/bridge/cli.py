@@ -106,14 +106,21 @@ def _run(args: argparse.Namespace) -> int:
     from delaybridge.bridge.http import HttpServer
     from delaybridge.bridge.service import Service
     from delaybridge.bridge.settings import load
-    from delaybridge.bridge.workers import HTTP_ANNOUNCE, worker_count, worker_settings
+    from delaybridge.bridge.workers import (
+        HTTP_ANNOUNCE,
+        check_supported,
+        worker_count,
+        worker_settings,
+    )
 
     settings = load(args.config)
-    if args.worker is None and worker_count(settings) > 1:
+    count = worker_count(settings)
+    if args.worker is None and count > 1:
         from delaybridge.bridge.run_workers import run_supervised
 
+        check_supported(settings, count)
         verbose = logging.getLogger().level <= logging.DEBUG
-        return run_supervised(settings, worker_count(settings), args.config, verbose)
+        return run_supervised(settings, count, args.config, verbose)
     if args.worker is not None:
         settings = worker_settings(settings, args.worker)
     service = Service(settings, worker=args.worker or 0)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from delaybridge.bridge.settings import Settings
 from delaybridge.bridge.transactions import transactional_id
+from delaybridge.errors import ConfigError
 
 #: The line a worker prints once its HTTP server listens; the supervisor reads it.
 HTTP_ANNOUNCE = "delaybridge: HTTP on "
@@ -53,6 +54,17 @@ def usable_cores(cpu_max: Path = CPU_MAX) -> int:
 def worker_count(settings: Settings) -> int:
     """``settings.workers``, with 0 meaning one per usable core."""
     return settings.workers or usable_cores()
+
+
+def check_supported(settings: Settings, count: int) -> None:
+    """Refuse what several workers of one pod cannot do yet (ConfigError naming it)."""
+    if count > 1 and settings.changelog.standby_replicas > 0:
+        raise ConfigError(
+            f"workers={count} with changelog.standby_replicas="
+            f"{settings.changelog.standby_replicas}: not supported yet (a worker could "
+            "keep a standby of a partition a sibling worker owns, in the same store "
+            "directory); use workers: 1 with standbys, or standbys off with workers"
+        )
 
 
 def suffix(index: int) -> str:

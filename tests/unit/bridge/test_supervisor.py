@@ -26,10 +26,12 @@ from delaybridge.bridge.supervisor import FIRST_BACKOFF_S, STABLE_S, Supervisor
 from delaybridge.bridge.transactions import ID_FILE
 from delaybridge.bridge.workers import (
     HTTP_ANNOUNCE,
+    check_supported,
     usable_cores,
     worker_count,
     worker_settings,
 )
+from delaybridge.errors import ConfigError
 from tests.support import wait_until
 
 
@@ -194,3 +196,10 @@ def test_zero_workers_means_one_per_usable_core(tmp_path: Path) -> None:
     quota.write_text("50000 100000\n")
     assert usable_cores(quota) == 1
     assert usable_cores(tmp_path / "absent") == cores
+
+
+def test_standbys_with_several_workers_are_refused() -> None:
+    settings = load(None, workers=2, changelog={"standby_replicas": 1})
+    with pytest.raises(ConfigError, match="standby_replicas"):
+        check_supported(settings, 2)
+    check_supported(settings, 1)
