@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from delaybridge.bridge.settings import Settings
 from tests.integration.sidecar.harness import SubprocessSidecar, Topics, Watcher, produce
@@ -30,6 +31,15 @@ _PID = re.compile(r"worker (\d+) started: pid (\d+)")
 
 def _pids(side: SubprocessSidecar) -> list[tuple[int, int]]:
     return [(int(w), int(p)) for w, p in _PID.findall(side.log.read_text(errors="replace"))]
+
+
+def _committed(kafka: Any, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group})
+    try:
+        got = consumer.committed([TopicPartition(topic, p) for p in range(3)], 10)
+    finally:
+        consumer.close()
+    return sum(max(tp.offset, 0) for tp in got)
 
 
 def _up(side: SubprocessSidecar) -> bool:
@@ -52,14 +62,17 @@ def _batch(prefix: str, n: int, target: str, delay_ms: Callable[[int], int]) -> 
     ]
 
 
+@pytest.mark.parametrize("instance_id", ["", "pod-0"], ids=["dynamic", "static-membership"])
 def test_two_workers_share_the_partitions_and_survive_kill9(
     kafka: Any,
     topics: Topics,
     watcher: Watcher,
     tmp_path: Path,
     make_settings: Callable[..., Settings],
+    instance_id: str,
 ) -> None:
-    side = SubprocessSidecar(make_settings(workers=2), tmp_path)
+    settings = make_settings(workers=2, kafka={"instance_id": instance_id})
+    side = SubprocessSidecar(settings, tmp_path)
     side.start()
     try:
         _scenario(kafka, topics, watcher, side)
@@ -69,6 +82,7 @@ def test_two_workers_share_the_partitions_and_survive_kill9(
 
 
 def _scenario(kafka: Any, topics: Topics, watcher: Watcher, side: SubprocessSidecar) -> None:
+    group = f"g-{topics.delay}"
     client = http(side)
     wait_until(lambda: _up(side) and client("GET", "/readyz").status == 200, 90,
                "both workers ready", detail=side.tail)  # fmt: skip
@@ -125,5 +139,8 @@ def _scenario(kafka: Any, topics: Topics, watcher: Watcher, side: SubprocessSide
     after_kill = log.encode()[killed_at:].decode(errors="replace")
     starts = [int(a) for a in re.findall(r"restoring \S+ from \S+ offsets \[(\d+), ", after_kill)]
     assert all(a > 0 for a in starts), after_kill
+    # Every record stored is committed (both workers commit the group's offsets).
+    wait_until(lambda: _committed(kafka, group, topics.delay) == 700, 30,
+               "the group committed past all 700 records", detail=side.tail)  # fmt: skip
     assert side.terminate(60) == 0, side.tail()
     assert "sidecar stopped" in side.log.read_text(errors="replace")
