@@ -24,10 +24,12 @@ from delaybridge.tools.passthrough import run_passthrough
 TICK_MS = 100
 
 
-def _topics(clients: KafkaClients, prefix: str, *kinds: str, partitions: int = 1) -> list[str]:
-    """Fresh topics ``<prefix>.<kind>.<ns>``, created."""
+def _topics(
+    clients: KafkaClients, prefix: str, *kinds: str, partitions: int = 1, admin: Any = None
+) -> list[str]:
+    """Fresh topics ``<prefix>.<kind>.<ns>``, created (through ``admin``, or a new one)."""
     names = [f"{prefix}.{kind}.{time.time_ns()}" for kind in kinds]
-    ensure_topics(clients.admin(), {name: {} for name in names}, partitions=partitions)
+    ensure_topics(admin or clients.admin(), {name: {} for name in names}, partitions=partitions)
     return names
 
 
@@ -48,8 +50,11 @@ def throughput(
     one worker anywhere, every delay topic gets 2 partitions per worker of the largest
     count (one partition would leave all but one worker idle), for every run alike."""
     parts = 1 if max(workers) == 1 else 2 * max(workers)
-    delay, delay_off = _topics(clients, "tp", "delay", "delay-nocl", partitions=parts)
-    target, target_off, src, dst = _topics(clients, "tp", "out", "out-nocl", "src", "dst")
+    admin = clients.admin()
+    delay, delay_off = _topics(clients, "tp", "delay", "delay-nocl", partitions=parts, admin=admin)
+    target, target_off, src, dst = _topics(
+        clients, "tp", "out", "out-nocl", "src", "dst", admin=admin
+    )
     past = int(time.time() * 1000) - 61_000
 
     def headers_to(out: str) -> Callable[[int], list[tuple[str, str | bytes | None]]]:
