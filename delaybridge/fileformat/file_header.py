@@ -4,7 +4,7 @@ Layout (little-endian)::
 
     offset size field
      0      4   magic          b"DBCL" commit log, b"DBTL" timer log, b"DBWH" wheel,
-                                b"DBCX" cancel log
+                                b"DBCX" cancel log, b"DBTI" timer-log id index
      4      2   version        format version of this file kind (CURRENT_VERSIONS)
      6      2   header_size    64; lets a future version grow the header
      8      4   entry_size     fixed entry size in bytes, 0 for variable-length records
@@ -54,6 +54,7 @@ class FileKind(Enum):
     TIMER_LOG = b"DBTL"
     WHEEL = b"DBWH"
     CANCEL_LOG = b"DBCX"
+    TIMER_INDEX = b"DBTI"
 
 
 CURRENT_VERSIONS = {
@@ -61,6 +62,7 @@ CURRENT_VERSIONS = {
     FileKind.TIMER_LOG: FORMAT_VERSION,
     FileKind.WHEEL: FORMAT_VERSION,
     FileKind.CANCEL_LOG: 2,  # 2: cancels carry when they were sent (docs/storage.md)
+    FileKind.TIMER_INDEX: FORMAT_VERSION,
 }
 """The version this build writes, per file kind; it reads every version from 1 up to it
 (a file of a newer version is refused, naming both)."""

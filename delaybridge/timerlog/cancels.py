@@ -10,6 +10,8 @@ Not thread-safe: the store's owner thread calls it.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import os
 from collections.abc import Iterable
@@ -46,6 +48,12 @@ class CancelBook:
         self.applied: dict[int, int] = {}
         """timer-log index -> slot_ms of every cancelled entry not yet passed."""
         self.waiting: dict[str, list[WaitingCancel]] = {}
+        self._expiry: list[tuple[int, int, WaitingCancel]] = []
+        """Heap of (expires_ms, seq, item) over ``waiting``: expire() pops what is due
+        instead of walking every waiting cancel at every call (a replace per schedule
+        keeps tens of thousands waiting). Items no longer in ``waiting`` are skipped."""
+        self._seq = itertools.count()
+        self._count = 0
         self._fd = -1
         self.end = 0
         self._pending: list[bytes] = []
@@ -97,7 +105,7 @@ class CancelBook:
                 waiting_at.pop(item.waiting_pos, None)
             offset += length
         for w in waiting_at.values():
-            self.waiting.setdefault(w.cancel.id, []).append(w)
+            self._track(w)
         os.ftruncate(self._fd, HEADER_SIZE + end)
         self.end = end
         if header.version < CURRENT_VERSIONS[FileKind.CANCEL_LOG]:
@@ -122,10 +130,12 @@ class CancelBook:
             expires_ms, cancel.id, cancel.target_topic, cancel.sent_ms, cancel.offset, matched,
             cancel.replace,
         )  # fmt: skip
-        pos = self._add(item)
-        self.waiting.setdefault(cancel.id, []).append(
-            WaitingCancel(cancel, expires_ms, pos, matched)
-        )
+        self._track(WaitingCancel(cancel, expires_ms, self._add(item), matched))
+
+    def _track(self, w: WaitingCancel) -> None:
+        self.waiting.setdefault(w.cancel.id, []).append(w)
+        heapq.heappush(self._expiry, (w.expires_ms, next(self._seq), w))
+        self._count += 1
 
     def match(self, rec: TimerRecord) -> Cancel | None:
         """The waiting cancel that applies to ``rec`` (a message just appended), if any.
@@ -143,6 +153,7 @@ class CancelBook:
                 continue
             if w.cancel.sent_ms is None:
                 del items[i]
+                self._count -= 1
                 if not items:
                     del self.waiting[rec.id]
                 self._add(codec.Resolved(w.pos))
@@ -155,20 +166,20 @@ class CancelBook:
     def expire(self, now_ms: int) -> int:
         """Forget waiting cancels whose grace ended; returns how many never matched
         anything (unknown cancels; a replace that found nothing is not one)."""
-        if not self.waiting:
-            return 0
         unknown = 0
-        for id in list(self.waiting):
-            items = self.waiting[id]
-            keep = [w for w in items if w.expires_ms > now_ms]
-            for w in items:
-                if w.expires_ms <= now_ms:
-                    self._add(codec.Resolved(w.pos))
-                    unknown += not (w.matched or w.cancel.replace)
-            if keep:
-                self.waiting[id] = keep
-            else:
-                del self.waiting[id]
+        heap = self._expiry
+        while heap and heap[0][0] <= now_ms:
+            w = heapq.heappop(heap)[2]
+            items = self.waiting.get(w.cancel.id, [])
+            at = next((i for i, x in enumerate(items) if x is w), None)
+            if at is None:
+                continue  # already gone (a version-1 cancel ended at its match)
+            del items[at]
+            if not items:
+                del self.waiting[w.cancel.id]
+            self._count -= 1
+            self._add(codec.Resolved(w.pos))
+            unknown += not (w.matched or w.cancel.replace)
         return unknown
 
     def forget_before(self, done_tick_ms: int) -> None:
@@ -209,7 +220,7 @@ class CancelBook:
 
     # -- compaction ----------------------------------------------------------
     def needs_compaction(self) -> bool:
-        live = 40 * (len(self.applied) + sum(len(v) for v in self.waiting.values()))
+        live = 40 * (len(self.applied) + self._count)
         return self.end > COMPACT_MIN_BYTES and live * 4 < self.end
 
     def compact(self) -> None:
@@ -249,7 +260,11 @@ class CancelBook:
             raise
         fsync_dir(self.directory)
         self._old = (self._fd, self._path(self.generation))
-        self._fd, self.generation, self.end, self.waiting = fd, new_gen, pos, waiting
+        self._fd, self.generation, self.end, self.waiting = fd, new_gen, pos, {}
+        self._expiry, self._count = [], 0
+        for ws in waiting.values():
+            for w in ws:
+                self._track(w)
 
     def drop_old(self) -> None:
         old = self._old
@@ -267,7 +282,7 @@ class CancelBook:
             self._fd = -1
 
     def waiting_count(self) -> int:
-        return sum(len(v) for v in self.waiting.values())
+        return self._count
 
     def ids_waiting(self) -> Iterable[str]:
         return self.waiting.keys()

@@ -2,7 +2,9 @@
 
 :meth:`Flusher.flush` follows these steps (the store expires waiting cancels first):
 
-1. fsync the commit log, the timer log and the cancel log (its pending writes first);
+1. fsync the commit log, the timer log and the cancel log (its pending writes first),
+   then bring the id index up to the timer log's end (sort whole runs into their
+   slots; never fsynced: recovery verifies it, see :mod:`id_index`);
 2. forget applied cancels of ticks the delivery cursor has passed;
 3. every ``LIVE_RECOMPUTE_MS`` (or when asked), recompute ``live_start``: the oldest
    timer-log entry a tick at or after the cursor's still needs;
@@ -54,6 +56,7 @@ class Flusher:
         self.commit_log.sync()  # 1
         self.timer.sync()
         self.cancels.sync()
+        self.timer.index.catch_up()
         done = self.reader.done
         self.cancels.forget_before(done.tick_ms)  # 2
         if recompute_live or now_ms - self._live_at_ms >= LIVE_RECOMPUTE_MS:  # 3
@@ -66,7 +69,7 @@ class Flusher:
         self._save()  # 4
         self.cancels.drop_old()
         self.commit_log.log.release_pages()  # 5
-        self.timer.log.release_pages()
+        self.timer.release_pages()
         if self.live_start < self.timer.end:  # 6
             cl_start = self.timer.entry(self.live_start).cl_pos
         else:

@@ -28,7 +28,11 @@ The protocol (the code below follows these steps):
    wheel is only an index.
 7. Replay the cancel log up to ``cancel_end``; delete other generations.
 8. Stamp the wheel "in use" (a crash from now on forces step 6's rebuild).
-9. Optionally (``verify_commit_log``) check the CRC of every live commit record;
+9. Open the id index (:mod:`id_index`): delete index files of segments gone, verify
+   every whole run from ``live_start`` against the timer log, rebuild those that fail
+   or are missing, sort the run still filling. Never trusted unchecked: the files are
+   not fsynced, and a run written before a crash may sort entries the checkpoint cut.
+10. Optionally (``verify_commit_log``) check the CRC of every live commit record;
    otherwise each record's CRC is checked when it is read for delivery.
 """
 
@@ -119,7 +123,9 @@ def _recover(
             )
     wheel = _open_wheel(directory / "wheel", tick, settings.wheel_slots)  # step 3
     commit_log = CommitLog(directory / "commitlog", settings.commit_segment_bytes)  # step 4
-    timer = TimerLog(directory / "timerlog", settings.timer_segment_entries)
+    timer = TimerLog(
+        directory / "timerlog", settings.timer_segment_entries, settings.index_run_entries
+    )
     cancels = CancelBook(directory)
     try:
         commit_log.open(ckpt.commit_end)
@@ -152,7 +158,8 @@ def _recover(
         for index, slot_ms in (found.superseded if found is not None else {}).items():
             cancels.apply(index, slot_ms)  # already rolled: skipped when reached
         wheel.set_stamp(0)  # step 8
-        if verify and ckpt.live_start < ckpt.timer_end:  # step 9
+        timer.load_index(ckpt.live_start)  # step 9
+        if verify and ckpt.live_start < ckpt.timer_end:  # step 10
             first_cl = timer.entry(ckpt.live_start).cl_pos
             commit_log.verify(first_cl, ckpt.commit_end)
     except BaseException:

@@ -37,6 +37,11 @@ class StoreSettings:
     """Entries per timer-log segment file (32 bytes each: 64 MiB)."""
     cancel_grace_ms: int = 60_000
     """How long a cancel that matched nothing waits for its message to arrive."""
+    index_run_entries: int = 1 << 16
+    """Timer-log entries per sorted run of the id index (a power of two, 16 to 65,536:
+    rows are 16-bit). A lookup costs a binary search per run (~15 us); a smaller run
+    means more runs, a larger one a costlier merge of the run still filling. Not part of
+    the format: another value rebuilds the index on open."""
 
     @property
     def window_ms(self) -> int:
@@ -52,6 +57,11 @@ class StoreSettings:
             ("commit_segment_bytes", self.commit_segment_bytes >= 4096),
             ("timer_segment_entries", self.timer_segment_entries >= 64),
             ("cancel_grace_ms", self.cancel_grace_ms >= 0),
+            (
+                "index_run_entries",
+                16 <= self.index_run_entries <= 1 << 16
+                and self.index_run_entries & (self.index_run_entries - 1) == 0,
+            ),
         )
         for name, ok in checks:
             if not ok:

@@ -2,8 +2,9 @@
 
 The facade over :mod:`writer` (append: batch-encoded, placed and linked with
 numpy, two ``pwrite`` calls), :mod:`reader` (take_due in bounded batches) and
-:mod:`matching` (cancel and lookup: a scan of the live timer log's ``id_hash``
-column, candidates confirmed on the commit log); no per-message state stays in memory.
+:mod:`matching` (cancel and lookup: a search of the timer log's id index -- sorted
+runs of ``(id_hash, row)`` in ``.tidx`` files beside the segments, :mod:`id_index` --
+candidates confirmed on the commit log); no per-message state stays in memory.
 
 Durability: ``flush`` fsyncs the logs, then atomically replaces the checkpoint;
 recovery (:mod:`recovery`) returns the store to exactly that checkpoint.
@@ -178,7 +179,7 @@ class TimerStore:
         return self._matcher.cancel(wanted, self.clock.now_ms(), self._flusher.live_start)
 
     def lookup(self, id: str) -> TimerRecord | None:
-        """The pending message with this id, or None. Scans the live timer log."""
+        """The pending message with this id, or None (a search of the id index)."""
         return self._matcher.lookup(id, self._flusher.live_start)
 
     def pending_with_ids(self, ids: set[str]) -> dict[str, list[TimerRecord]]:
@@ -246,6 +247,7 @@ class TimerStore:
             pending_by_topic=self.pending_by_topic,
             bytes_on_disk=sum(p.bytes_on_disk() for p in (self.commit_log.log, self.timer.log))
             + self.cancels.bytes_on_disk()
+            + self.timer.index.bytes_on_disk()
             + extra,
             read_lag_ms=max(0, now - nxt) if nxt is not None else 0,
             waiting_cancels=self.cancels.waiting_count(),
@@ -257,7 +259,7 @@ class TimerStore:
     def release_pages(self) -> None:
         """Drop mapped log pages from this process's RSS (they stay in the page cache)."""
         self.commit_log.log.release_pages()
-        self.timer.log.release_pages()
+        self.timer.release_pages()
 
     def close(self) -> None:
         """Flush, stamp the wheel clean, release files and maps. On a full disk, released

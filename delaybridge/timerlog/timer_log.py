@@ -1,7 +1,8 @@
 """The timer log: 32-byte entries, appended per batch, read by index or in chunks.
 
 Entry formats are in :mod:`timer_codec`; files are a :class:`SegmentedLog` whose
-positions are ``index * 32``. Not thread-safe: the store's owner thread calls it.
+positions are ``index * 32``; :mod:`id_index` finds entries by id hash (sorted runs in
+``.tidx`` files beside the segments). Not thread-safe: the store's owner thread calls it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy.typing as npt
 from delaybridge.errors import IntegrityError
 from delaybridge.fileformat import HEADER_SIZE, FileKind
 from delaybridge.timerlog import timer_codec as codec
+from delaybridge.timerlog.id_index import IdIndex
 from delaybridge.timerlog.segments import SegmentedLog
 
 ENTRY = codec.ENTRY_SIZE
@@ -39,13 +41,24 @@ class IdHit(NamedTuple):
 class TimerLog:
     """Segmented timer log in ``<store>/timerlog/``."""
 
-    def __init__(self, directory: Path, entries_per_segment: int) -> None:
+    def __init__(
+        self, directory: Path, entries_per_segment: int, run_entries: int = 1 << 16
+    ) -> None:
         self.log = SegmentedLog(
             directory, FileKind.TIMER_LOG, "tlog", ENTRY, entries_per_segment * ENTRY
         )
+        self.index = IdIndex(self.log, run_entries)
 
     def open(self, end_index: int) -> None:
+        """Cut the log back to ``end_index``; adopt the index files of its segments (their
+        runs are checked by :meth:`load_index`, or by the first :meth:`find_ids`)."""
         self.log.open(end_index * ENTRY)
+        self.index.open()
+
+    def load_index(self, live_start: int) -> None:
+        """Verify (or rebuild) the id index from ``live_start``: recovery's last step."""
+        self.index.load(live_start)
+        self.log.release_pages()
 
     @property
     def end(self) -> int:
@@ -128,6 +141,16 @@ class TimerLog:
 
     def gather(self, indexes: I64) -> codec.Entries:
         """Entries at arbitrary ``indexes`` (vectorised per segment), CRC checked."""
+        out = self._take(indexes)
+        bad_rows = codec.bad_rows(out)
+        if len(bad_rows):
+            index = int(indexes[bad_rows[0]])
+            seg, off = self.log.locate(index * ENTRY)
+            raise IntegrityError(f"{seg.path}: offset {off}: timer-log entry {index} CRC mismatch")
+        return out
+
+    def _take(self, indexes: I64) -> codec.Entries:
+        """Entries at ``indexes``, not CRC checked."""
         bases = np.asarray(self.log._bases, dtype=np.int64) // ENTRY
         seg_of = np.searchsorted(bases, indexes, side="right") - 1
         if len(indexes) and (int(indexes.min()) < self.start or int(indexes.max()) >= self.end):
@@ -144,11 +167,6 @@ class TimerLog:
                 seg.map(), dtype=codec.DTYPE, offset=HEADER_SIZE, count=seg.capacity // ENTRY
             )
             out[rows] = table[indexes[rows] - bases[s]]
-        bad_rows = codec.bad_rows(out)
-        if len(bad_rows):
-            index = int(indexes[bad_rows[0]])
-            seg, off = self.log.locate(index * ENTRY)
-            raise IntegrityError(f"{seg.path}: offset {off}: timer-log entry {index} CRC mismatch")
         return out
 
     def chunks(
@@ -173,13 +191,31 @@ class TimerLog:
         self.log.release_pages()
 
     def find_ids(self, start: int, hashes: set[int]) -> dict[int, list[IdHit]]:
-        """Entries from ``start`` whose id hash is in ``hashes``, by hash.
+        """Entries from ``start`` whose id hash is in ``hashes``, by hash, oldest first.
 
-        One vectorised ``np.isin`` per 8 MiB chunk; callers confirm each hit on its record.
+        A binary search per sorted run of the id index (:mod:`id_index`), then the hits'
+        entries (not CRC checked: callers confirm each hit on its CRC-checked record).
         """
         found: dict[int, list[IdHit]] = {}
         if not hashes:
             return found
+        wanted = np.sort(np.fromiter(hashes, np.uint32, len(hashes)))
+        indexes = self.index.find(start, wanted)
+        if not len(indexes):
+            return found
+        entries = self._take(indexes)
+        cls = codec.positions_of(entries).tolist()
+        for index, h, slot_ms, cl in zip(
+            indexes.tolist(), entries["id_hash"].tolist(), entries["slot_ms"].tolist(), cls,
+            strict=True,
+        ):  # fmt: skip
+            found.setdefault(h, []).append(IdHit(index, slot_ms, cl))
+        return found
+
+    def scan_ids(self, start: int, hashes: set[int]) -> dict[int, list[IdHit]]:
+        """What :meth:`find_ids` finds, by a scan of every entry from ``start`` (the
+        reference the index is tested against)."""
+        found: dict[int, list[IdHit]] = {}
         wanted = np.fromiter(hashes, np.uint32, len(hashes))
         for first, entries in self.chunks(start, self.end, check=False):
             for row in np.flatnonzero(np.isin(entries["id_hash"], wanted)):
@@ -194,7 +230,15 @@ class TimerLog:
         self.log.sync()
 
     def delete_before(self, index: int) -> int:
-        return self.log.delete_before(index * ENTRY)
+        removed = self.log.delete_before(index * ENTRY)
+        if removed:
+            self.index.delete_before()
+        return removed
+
+    def release_pages(self) -> None:
+        self.log.release_pages()
+        self.index.release_pages()
 
     def close(self) -> None:
+        self.index.close()
         self.log.close()

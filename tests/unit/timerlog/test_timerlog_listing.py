@@ -8,6 +8,7 @@ cancels between pages; and the wheel histogram.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -214,6 +215,9 @@ def test_property_walks_agree_with_the_model(
         store.close()
 
 
+_WALK_IDS = itertools.count()
+
+
 def _walk_while_changing(
     store: TimerStore, clock: ManualClock, model: dict[str, TimerRecord],
     limit: int, budget: int, seed: int,
@@ -229,7 +233,9 @@ def _walk_while_changing(
         after = page.next
         turn += 1
         if turn % 3 == 0:  # the store changes between pages
-            r = rec(f"w{seed}-{turn}", clock.now_ms() + (seed * turn) % WINDOW_MS, offset=turn)
+            # Unique ids: two walks of one example may share a seed (the model is by id).
+            r = rec(f"w{next(_WALK_IDS)}", clock.now_ms() + (seed * turn) % WINDOW_MS,
+                    offset=turn)  # fmt: skip
             store.append([r])
             model[r.id] = r
             ever.add(r.id)
