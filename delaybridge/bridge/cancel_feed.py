@@ -54,13 +54,15 @@ class CancelFeed:
         keep_recent_ms: int,
         tally: Tally,
         data_dir: Path | None = None,
+        position_file: str = POSITION_FILE,
     ) -> None:
         """``consumer``: an assign-only consumer (it never joins a group);
         ``keep_recent_ms``: how long read cancels stay in :attr:`recent` (see the module
         docstring); ``data_dir``: where the position is kept (None: not kept, always
-        start ``keep_recent_ms`` back)."""
+        start ``keep_recent_ms`` back); ``position_file``: its name there (each worker
+        process of one ``delaybridge run`` keeps its own: ``bridge/workers.py``)."""
         self._tally = tally
-        self._position_file = None if data_dir is None else data_dir / POSITION_FILE
+        self._position_file = None if data_dir is None else data_dir / position_file
         self._next: dict[int, int] = {}
         self._saved: dict[int, int] = {}
         self._rewind_to: dict[int, int] = {}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import urllib.error
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 def register(commands: Any, bench: Any) -> None:
     run = commands.add_parser("run", help="run the sidecar (consumes delay topics, delivers)")
     run.add_argument("--config", type=Path, help="YAML settings file (default $DELAYBRIDGE_CONFIG)")
+    # Set by the supervisor for its worker processes (bridge/supervisor.py), not by hand.
+    run.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     run.set_defaults(handler=_run)
 
     send = commands.add_parser("send", help="produce one delayed message to a delay topic")
@@ -103,9 +106,24 @@ def _run(args: argparse.Namespace) -> int:
     from delaybridge.bridge.http import HttpServer
     from delaybridge.bridge.service import Service
     from delaybridge.bridge.settings import load
+    from delaybridge.bridge.workers import (
+        HTTP_ANNOUNCE,
+        check_supported,
+        worker_count,
+        worker_settings,
+    )
 
     settings = load(args.config)
-    service = Service(settings)
+    count = worker_count(settings)
+    if args.worker is None and count > 1:
+        from delaybridge.bridge.run_workers import run_supervised
+
+        check_supported(settings, count)
+        verbose = logging.getLogger().level <= logging.DEBUG
+        return run_supervised(settings, count, args.config, verbose)
+    if args.worker is not None:
+        settings = worker_settings(settings, args.worker)
+    service = Service(settings, worker=args.worker or 0)
 
     def on_signal(signum: int, _frame: object) -> None:
         service.stop()
@@ -113,7 +131,7 @@ def _run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     with HttpServer(settings.http, service.control, service.metrics) as http:
-        print(f"delaybridge: HTTP on {http.url}", flush=True)
+        print(f"{HTTP_ANNOUNCE}{http.url}", flush=True)
         service.run()
     if service.control.failure is not None:
         print(f"delaybridge: stopped: {service.control.failure}", file=sys.stderr)

@@ -27,12 +27,12 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from delaybridge.bridge.control import Control
 from delaybridge.bridge.metrics import Metrics
-from delaybridge.bridge.routes import Request, Router
+from delaybridge.bridge.routes import Request, Response, Router
 from delaybridge.bridge.settings import HttpSettings, is_loopback
 from delaybridge.errors import ConfigError
 
@@ -51,14 +51,26 @@ class HttpServer:
     and joins the thread. Both are called by the service's owner; not re-entrant.
     """
 
-    def __init__(self, settings: HttpSettings, control: Control, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        settings: HttpSettings,
+        control: Control | None = None,
+        metrics: Metrics | None = None,
+        router: Handles | None = None,
+    ) -> None:
+        """Serve ``control`` and ``metrics`` (a sidecar), or ``router`` (a supervisor of
+        worker processes: ``bridge/fanout.py``)."""
         if not settings.admin_token and not is_loopback(settings.host):
             raise ConfigError(
                 f"http.host={settings.host!r} is not a loopback address, so "
                 "http.admin_token must be set (DELAYBRIDGE_HTTP__ADMIN_TOKEN)"
             )
         self._settings = settings
-        self._router = Router(control, metrics.registry, settings.admin_token)
+        if router is None:
+            if control is None or metrics is None:
+                raise TypeError("HttpServer needs control and metrics, or a router")
+            router = Router(control, metrics.registry, settings.admin_token)
+        self._router = router
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -120,9 +132,15 @@ def _token_state(settings: HttpSettings) -> str:
     return "required" if settings.admin_token else "not required (loopback only)"
 
 
+class Handles(Protocol):
+    """What answers the requests: :class:`~.routes.Router` or ``fanout.FanOut``."""
+
+    def handle(self, request: Request) -> Response: ...
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a stuck client never blocks shutdown
-    router: Router
+    router: Handles
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # socketserver's default prints a traceback to stderr; route it through logging.

@@ -69,6 +69,11 @@ class OffsetTracker:
         self._committed = position
         return position
 
+    def commit_failed(self) -> None:
+        """The last position taken was not committed (the broker refused it): the next
+        :meth:`take_commit` gives the current position again (``bridge/commits.py``)."""
+        self._committed = -1
+
     @property
     def unacked(self) -> int:
         return len(self._unacked)

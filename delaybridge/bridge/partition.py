@@ -21,9 +21,14 @@ from delaybridge.bridge.pipeline import DeliveryPipeline
 from delaybridge.durable import NO_SPACE
 from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import Clock, StoreSettings, TimerStore
+from delaybridge.timerlog.errors import StoreLocked
 
 PartKey = tuple[str, int]
 log = logging.getLogger(__name__)
+#: How long a store still locked by another process is waited for at assign: a worker
+#: of the same pod that lost the partition (``bridge/workers.py``) closes it when its
+#: loop next turns. (A cooperative revoke always closes before the next owner's assign.)
+LOCK_WAIT_S = 30.0
 
 
 class Role(StrEnum):
@@ -125,7 +130,7 @@ def open_partition(
     started = time.monotonic()
     path = data_dir / f"{topic}-{partition}"
     try:
-        store = TimerStore.open(path, settings, clock)
+        store = _open_when_free(path, settings, clock)
     except IntegrityError as exc:
         if not rebuildable:
             raise
@@ -142,3 +147,16 @@ def open_partition(
         offsets=OffsetTracker(start),
         recovery_s=time.monotonic() - started,
     )
+
+
+def _open_when_free(path: Path, settings: StoreSettings, clock: Clock) -> TimerStore:
+    """Open the store, waiting up to :data:`LOCK_WAIT_S` while another process has it."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            return TimerStore.open(path, settings, clock)
+        except StoreLocked:
+            if time.monotonic() >= deadline:
+                raise
+            log.info("%s: open in another process; waiting for it to close", path)
+            time.sleep(0.2)

@@ -42,6 +42,7 @@ from delaybridge.bridge.admin import AdminControl
 from delaybridge.bridge.backoff import RetryQueue
 from delaybridge.bridge.cancel_feed import CancelFeed
 from delaybridge.bridge.cancels import CancelLedger
+from delaybridge.bridge.commits import CommitResults
 from delaybridge.bridge.delivery import Deliverer
 from delaybridge.bridge.exactly_once import ExactlyOnce, eos_parts
 from delaybridge.bridge.flow import FlowControl
@@ -55,6 +56,7 @@ from delaybridge.bridge.side import SideWriter
 from delaybridge.bridge.tally import Tally
 from delaybridge.bridge.telemetry import Telemetry
 from delaybridge.bridge.tuning import CONSUMER_OVERRIDES, producer_overrides, store_settings_for
+from delaybridge.bridge.workers import suffix
 from delaybridge.connectors import KafkaClients, ensure_topics
 from delaybridge.connectors.edge import ClientFactory
 from delaybridge.timerlog import SYSTEM_CLOCK, Clock
@@ -65,9 +67,9 @@ log = logging.getLogger(__name__)
 class Service:
     """The running sidecar. Build it, call :meth:`run` (blocks), :meth:`stop` from anywhere.
 
-    ``clients`` builds the Kafka clients (default: from ``settings.kafka``); tests pass
-    the in-memory fakes. Building a Service creates the client handles but makes no
-    network call; :meth:`run` creates the sidecar's topics and joins the group.
+    ``clients``: the Kafka clients (default: from ``settings.kafka``; tests: fakes);
+    ``worker``: this worker process's index (``workers.py``). Building it makes no
+    network call; :meth:`run` creates topics and joins the group.
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class Service:
         settings: Settings,
         clock: Clock = SYSTEM_CLOCK,
         clients: ClientFactory | None = None,
+        worker: int = 0,
     ) -> None:
         s = settings
         self.settings = settings
@@ -88,7 +91,8 @@ class Service:
         on_error = {"error_cb": self._client_error}
         make_producer = partial(self._clients.producer, producer_overrides(s) | on_error)
         self.outbox = Outbox(make_producer())
-        self.consumer = self._clients.consumer(CONSUMER_OVERRIDES | on_error)
+        self.commits = CommitResults()  # refused offset commits are sent again (commits.py)
+        self.consumer = self._clients.consumer(CONSUMER_OVERRIDES | on_error | self.commits.conf)
         self.transactions, poisoned, guard = eos_parts(s, self.outbox, self.consumer,
                                                        self.metrics, make_producer)  # fmt: skip
         self.flow = FlowControl(
@@ -101,7 +105,7 @@ class Service:
                                                group=False)  # fmt: skip
         keep_ms = grace_ms + 2 * s.kafka.session_timeout_ms  # bridge/cancel_feed.py says why
         self.feed = CancelFeed(feed_consumer, s.cancel_topic, keep_ms, self.tally,
-                               s.store.data_dir)  # fmt: skip
+                               s.store.data_dir, f"cancel-feed{suffix(worker)}.json")  # fmt: skip
         self.admin = self._clients.admin()
         state = kafka_state.build(
             s, self._clients, self.outbox, self.retries, clock, self.admin, self.flow,
@@ -114,11 +118,10 @@ class Service:
             s.store.data_dir, self.store_settings, clock, self.outbox, self.metrics, self.flow,
             s.shutdown_grace_ms / 1000,
         )  # fmt: skip
-        self.partitions.feed = self.feed
+        self.partitions.feed, self.commits.owned = self.feed, self.partitions.by_key
         if state is not None:
             self.partitions.restoring, self.partitions.standbys = state.restoring, state.standbys
-        dlt = s.dead_letter_topic
-        side = SideWriter(self.outbox, self.retries, clock, poisoned)
+        dlt, side = s.dead_letter_topic, SideWriter(self.outbox, self.retries, clock, poisoned)
         self.ingestor = Ingestor(
             rules, side, dlt, s.cancel_topic, self.tally, clock, self.changelog
         )
@@ -251,14 +254,11 @@ class Service:
         self.flow.set_disk_full(True)
 
     def _client_error(self, err: RdKafkaError) -> None:
-        """librdkafka's error callback (runs inside poll/consume, on the owner thread).
-
-        Most errors are transient (a broker restarting) and librdkafka recovers by
-        itself; a *fatal* one (e.g. the idempotent producer's sequence broken) means the
-        client can never work again: the sidecar reports unhealthy and stops, so the
-        orchestrator restarts it with fresh clients (at-least-once holds: nothing is
-        committed past what is durable).
-        """
+        """librdkafka's error callback (inside poll/consume, on the owner thread). Most
+        errors are transient and librdkafka recovers; a *fatal* one (e.g. the idempotent
+        producer's sequence broken) makes the sidecar report unhealthy and stop, so the
+        orchestrator restarts it with fresh clients (nothing is committed past what is
+        durable)."""
         if err.fatal():
             log.critical("fatal Kafka client error, stopping: %s [%s]", err.str(), err.name())
             self.control.fail(f"fatal Kafka client error: {err.str()} [{err.name()}]")

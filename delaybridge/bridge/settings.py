@@ -156,6 +156,9 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     changelog: ChangelogSettings = Field(default_factory=ChangelogSettings)
     shutdown_grace_ms: int = Field(default=30_000, gt=0)
+    # Worker processes under one `delaybridge run`, each a group member with its own
+    # stores (bridge/workers.py, supervisor.py); 0: one per usable core.
+    workers: int = Field(default=1, ge=0)
     max_delivery_backlog: int = Field(default=200_000, gt=0)
 
     @field_validator("delay_topic_pattern", "target_topic_allow")

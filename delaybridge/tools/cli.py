@@ -2,7 +2,7 @@
 
 delaybridge demo [--work-dir var/demo] [--port 39092] [--no-report]   # the README's command
 delaybridge bench e2e [--config FILE | --bootstrap HOST:PORT] [--messages N] [--only ...]
-                      [--exactly-once]
+                      [--exactly-once] [--workers 1,2]
 delaybridge bench restore [--bootstrap HOST:PORT] [--pending 1000000,10000000]
 """
 
@@ -44,6 +44,11 @@ def register(commands: Any, bench: Any) -> None:
     )  # fmt: skip
     e2e.add_argument("--order-rate", type=int, default=1_000, help="cancels: orders/s")
     e2e.add_argument(
+        "--workers", type=_counts, default=(1,), metavar="N[,N...]",
+        help="throughput: the sidecar's worker processes, e.g. 1,2 (each count measured "
+        "in the same run; delay topics get 2 partitions per worker of the largest)",
+    )  # fmt: skip
+    e2e.add_argument(
         "--exactly-once",
         action="store_true",
         help="also measure exactly-once mode (throughput and lateness) in the same run",
@@ -83,6 +88,16 @@ def _restore(args: argparse.Namespace) -> int:
     from delaybridge.tools.bench_restore import run_restore_bench
 
     return run_restore_bench(args)
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected counts like 1,2, not {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"worker counts must be at least 1: {text!r}")
+    return counts
 
 
 def _e2e(args: argparse.Namespace) -> int:

@@ -24,21 +24,39 @@ from delaybridge.tools.passthrough import run_passthrough
 TICK_MS = 100
 
 
-def _topics(clients: KafkaClients, prefix: str, *kinds: str) -> list[str]:
-    """Fresh topics ``<prefix>.<kind>.<ns>``, created."""
+def _topics(
+    clients: KafkaClients, prefix: str, *kinds: str, partitions: int = 1, admin: Any = None
+) -> list[str]:
+    """Fresh topics ``<prefix>.<kind>.<ns>``, created (through ``admin``, or a new one)."""
     names = [f"{prefix}.{kind}.{time.time_ns()}" for kind in kinds]
-    ensure_topics(clients.admin(), {name: {} for name in names})
+    ensure_topics(admin or clients.admin(), {name: {} for name in names}, partitions=partitions)
     return names
 
 
 def throughput(
-    console: Console, clients: KafkaClients, work: Path, n: int, exactly_once: bool = False
+    console: Console,
+    clients: KafkaClients,
+    work: Path,
+    n: int,
+    exactly_once: bool = False,
+    workers: tuple[int, ...] = (1,),
 ) -> dict[str, Any]:
     """N records already due: the sidecar's delivery rate vs the passthrough ceiling, with
     the changelog on (the default) and off, in the same run on the same data; with
-    ``exactly_once``, exactly-once mode too, against at-least-once (changelog on)."""
-    delay, delay_off, target, target_off, src, dst = _topics(
-        clients, "tp", "delay", "delay-nocl", "out", "out-nocl", "src", "dst"
+    ``exactly_once``, exactly-once mode too, against at-least-once (changelog on).
+
+    ``workers``: the sidecar's worker processes; the first count runs everything above,
+    each further one the default mode again (keys ``..._workers_<w>``). With more than
+    one worker anywhere, every delay topic gets 2 partitions per worker of the largest
+    count (one partition would leave all but one worker idle), and every sidecar run
+    starts on its empty delay topic, waits until the group has settled (each worker
+    owns partitions), pauses ingest, gets its N records, resumes: so the rebalance of
+    workers joining one after another is not timed (``settled_start`` in the JSON)."""
+    parts = 1 if max(workers) == 1 else 2 * max(workers)
+    admin = clients.admin()
+    delay, delay_off = _topics(clients, "tp", "delay", "delay-nocl", partitions=parts, admin=admin)
+    target, target_off, src, dst = _topics(
+        clients, "tp", "out", "out-nocl", "src", "dst", admin=admin
     )
     past = int(time.time() * 1000) - 61_000
 
@@ -48,20 +66,41 @@ def throughput(
             ("deliver-at-ms", str(past + (i * 60_000) // n)),
         ]
 
-    fill(clients, delay, n, headers_to(target), console)
-    fill(clients, delay_off, n, headers_to(target_off), console)
+    settle = max(workers) > 1
+
+    def load(topic: str, out: str) -> Callable[[], None] | None:
+        """Fill ``topic`` now, or (settle) return what fills it once the group settled."""
+        if settle:
+            return lambda: fill(clients, topic, n, headers_to(out), console)
+        fill(clients, topic, n, headers_to(out), console)
+        return None
+
+    load_on, load_off = load(delay, target), load(delay_off, target_off)
     fill(clients, src, n, lambda i: [("k", "v")], console)
     console.print("passthrough forwarder ...")
     ceiling = run_passthrough(clients.settings, src, dst, n, timeout_s=600)
     console.print(f"passthrough: {ceiling}")
-    on = _sidecar_rate(console, clients, work / "on", delay, target, n, {})
-    off = _sidecar_rate(console, clients, work / "off", delay_off, target_off, n, _NO_CHANGELOG)
+    first = {"workers": workers[0]}
+    on = _sidecar_rate(console, clients, work / "on", delay, target, n, first, load_on, parts)
+    off = _sidecar_rate(console, clients, work / "off", delay_off, target_off, n,
+                        _NO_CHANGELOG | first, load_off, parts)  # fmt: skip
     ceiling_rate = float(ceiling.get("messages_per_s", 0.0))
+    more: dict[str, Any] = {"workers": workers[0], "delay_partitions": parts,
+                            "settled_start": settle}  # fmt: skip
+    for w in workers[1:]:
+        (delay_w,) = _topics(clients, "tp", f"delay-w{w}", partitions=parts)
+        (target_w,) = _topics(clients, "tp", f"out-w{w}")
+        rate = _sidecar_rate(console, clients, work / f"w{w}", delay_w, target_w, n,
+                             {"workers": w}, load(delay_w, target_w), parts)  # fmt: skip
+        more[f"sidecar_msgs_per_s_workers_{w}"] = round(rate["rate"])
+        more[f"ratio_workers_{w}"] = round(rate["rate"] / ceiling_rate, 3) if ceiling_rate else None
+        more[f"sidecar_peak_rss_mb_workers_{w}"] = round(rate["rss"], 1)
     eos: dict[str, Any] = {}
     if exactly_once:
-        delay_eos, target_eos = _topics(clients, "tp", "delay-eos", "out-eos")
-        fill(clients, delay_eos, n, headers_to(target_eos), console)
-        rate = _sidecar_rate(console, clients, work / "eos", delay_eos, target_eos, n, EOS)
+        (delay_eos,) = _topics(clients, "tp", "delay-eos", partitions=parts)
+        (target_eos,) = _topics(clients, "tp", "out-eos")
+        rate = _sidecar_rate(console, clients, work / "eos", delay_eos, target_eos, n,
+                             EOS | first, load(delay_eos, target_eos), parts)  # fmt: skip
         eos = {
             "exactly_once_msgs_per_s": round(rate["rate"]),
             "exactly_once_vs_at_least_once": round(rate["rate"] / on["rate"], 3)
@@ -69,18 +108,22 @@ def throughput(
             else None,
             "exactly_once_peak_rss_mb": round(rate["rss"], 1),
         }
-    return eos | {
-        "messages": n,
-        "delivered": on["delivered"],
-        "sidecar_msgs_per_s": round(on["rate"]),
-        "sidecar_seconds": round(on["seconds"], 2),
-        "sidecar_no_changelog_msgs_per_s": round(off["rate"]),
-        "changelog_cost_ratio": round(on["rate"] / off["rate"], 3) if off["rate"] else None,
-        "passthrough_msgs_per_s": round(ceiling_rate),
-        "ratio": round(on["rate"] / ceiling_rate, 3) if ceiling_rate else None,
-        "ratio_no_changelog": round(off["rate"] / ceiling_rate, 3) if ceiling_rate else None,
-        "sidecar_peak_rss_mb": round(on["rss"], 1),
-    }
+    return (
+        eos
+        | more
+        | {
+            "messages": n,
+            "delivered": on["delivered"],
+            "sidecar_msgs_per_s": round(on["rate"]),
+            "sidecar_seconds": round(on["seconds"], 2),
+            "sidecar_no_changelog_msgs_per_s": round(off["rate"]),
+            "changelog_cost_ratio": round(on["rate"] / off["rate"], 3) if off["rate"] else None,
+            "passthrough_msgs_per_s": round(ceiling_rate),
+            "ratio": round(on["rate"] / ceiling_rate, 3) if ceiling_rate else None,
+            "ratio_no_changelog": round(off["rate"] / ceiling_rate, 3) if ceiling_rate else None,
+            "sidecar_peak_rss_mb": round(on["rss"], 1),
+        }
+    )
 
 
 _NO_CHANGELOG = {"changelog": {"enabled": False}}
@@ -95,12 +138,22 @@ def _sidecar_rate(
     target: str,
     n: int,
     overrides: dict[str, Any],
+    load: Callable[[], None] | None = None,
+    partitions: int = 1,
 ) -> dict[str, float]:
-    """Start a sidecar on ``delay``; time from its first delivery to the n-th ack."""
+    """Start a sidecar on ``delay``; time from its first delivery to the n-th ack.
+    ``load``: fills ``delay`` once every worker owns partitions, ingest paused."""
     label = {"changelog": "(changelog off) ", "delivery": "(exactly-once) "}
-    console.print(f"sidecar {''.join(label[k] for k in overrides)}...")
+    workers = overrides.get("workers", 1)
+    console.print(f"sidecar {''.join(label.get(k, '') for k in overrides)}"
+                  f"({workers} worker{'s' if workers > 1 else ''}) ...")  # fmt: skip
     side = SidecarProcess(clients.settings, work, delay, **overrides)
     try:
+        if load is not None:
+            side.wait_for(lambda: _settled(side, partitions, workers), 120, "a settled group")
+            side.get("/admin/pause?direction=enqueue", "POST")
+            load()
+            side.get("/admin/resume?direction=enqueue", "POST")
         seen, first, last = count_arrivals(clients, target, n, timeout_s=900)
         rss = side.peak_rss_mb()
     finally:
@@ -112,6 +165,12 @@ def _sidecar_rate(
         "seconds": elapsed,
         "rss": rss,
     }
+
+
+def _settled(side: SidecarProcess, partitions: int, workers: int) -> bool:
+    """Every partition owned, by as many workers as there are (each owns some)."""
+    owned = (side.get("/admin/stats") or {}).get("partitions", [])
+    return len(owned) == partitions and len({p.get("worker") for p in owned}) == workers
 
 
 def lateness(

@@ -61,7 +61,10 @@ def _run_all(
     results: dict[str, Any] = {}
     eos = bool(getattr(args, "exactly_once", False))
     if "throughput" in only:
-        results["throughput"] = measure.throughput(console, clients, work / "t", args.messages, eos)
+        workers = tuple(getattr(args, "workers", None) or (1,))
+        results["throughput"] = measure.throughput(
+            console, clients, work / "t", args.messages, eos, workers
+        )
     if "lateness" in only:
         results["lateness"] = measure.lateness(
             console, clients, work / "l", args.rate, args.steady_s, eos

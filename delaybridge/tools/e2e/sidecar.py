@@ -89,10 +89,18 @@ class SidecarProcess:
         return sum(int(p["last_source_offset"]) + 1 for p in stats.get("partitions", []))
 
     def peak_rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        """Peak RSS (``VmHWM``) of the sidecar, summed with its worker processes' (an
+        upper bound of the pod's peak: each peaked at its own time)."""
+        total = 0.0
+        for pid in [self.proc.pid, *_children(self.proc.pid)]:
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) / 1024
+        return total or float("nan")
 
     def stop(self) -> None:
         self._sampling = False
@@ -112,6 +120,14 @@ class SidecarProcess:
                 return
             time.sleep(0.1)
         raise RuntimeError(f"timed out waiting for {what}")
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
 
 
 def free_port() -> int:
