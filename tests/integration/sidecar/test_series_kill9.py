@@ -33,6 +33,10 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 #: Lateness allowed to an occurrence not due while the sidecar was down (tick 100 ms,
 #: a loaded 2-core machine).
 ON_TIME_MS = 1_500
+#: After the restart reports its assignment it still reopens the store (and, exactly
+#: once, aborts the killed transaction): occurrences due this soon after are exempt
+#: from the lateness bound (never early and counted once all the same).
+SETTLING_MS = 3_000
 
 
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
@@ -88,7 +92,7 @@ def test_a_series_of_5_survives_kill9(
         k = int(a.headers["delay-occurrence"])
         assert a.due_ms == first + 2_000 * (k - 1), "fixed rate from the first due time"
         assert a.timestamp_ms >= a.due_ms, f"occurrence {k} delivered early"
-        if not down_ms - ON_TIME_MS <= a.due_ms <= back_ms:
+        if not down_ms - ON_TIME_MS <= a.due_ms <= back_ms + SETTLING_MS:
             assert a.timestamp_ms - a.due_ms <= ON_TIME_MS, f"occurrence {k} late"
         assert a.value == b"beat" and a.key == b"k"
     assert side.terminate(30) == 0
