@@ -27,16 +27,19 @@ import logging
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import orjson
 from confluent_kafka import TopicPartition
 
-from delaybridge.bridge.cancels import CancelRequest, UnreadableCancel
+from delaybridge.bridge.cancels import CancelRequest, UnreadableCancel, apply_cancels, parse_origin
+from delaybridge.bridge.partition import PartitionState
 from delaybridge.bridge.tally import Tally
 from delaybridge.connectors.edge import ConsumerEdge
 from delaybridge.connectors.retry import while_electing
 from delaybridge.durable import is_no_space, write_atomic
 from delaybridge.errors import KafkaError
+from delaybridge.timerlog.replace_waits import ReplaceWaits, Wait
 
 log = logging.getLogger(__name__)
 #: Unreadable cancel-topic records logged one by one, then only counted.
@@ -55,12 +58,14 @@ class CancelFeed:
         tally: Tally,
         data_dir: Path | None = None,
         position_file: str = POSITION_FILE,
+        grace_ms: int | None = None,
     ) -> None:
         """``consumer``: an assign-only consumer (it never joins a group);
         ``keep_recent_ms``: how long read cancels stay in :attr:`recent` (see the module
         docstring); ``data_dir``: where the position is kept (None: not kept, always
         start ``keep_recent_ms`` back); ``position_file``: its name there (each worker
-        process of one ``delaybridge run`` keeps its own: ``bridge/workers.py``)."""
+        process of one ``delaybridge run`` keeps its own: ``bridge/workers.py``);
+        ``grace_ms``: how long a replace waits (default ``keep_recent_ms``)."""
         self._tally = tally
         self._position_file = None if data_dir is None else data_dir / position_file
         self._next: dict[int, int] = {}
@@ -70,6 +75,12 @@ class CancelFeed:
         self._keep_ms = keep_recent_ms
         self._consumer = consumer
         self.recent: deque[tuple[int, CancelRequest]] = deque()
+        """Cancels (not replaces: :attr:`waits`) read in the last ``keep_recent_ms``."""
+        self.waits = ReplaceWaits(keep_recent_ms if grace_ms is None else grace_ms, keep_recent_ms)
+        self._marks: deque[tuple[int, dict[int, int]]] = deque()
+        """(read at, partition -> first offset) of the replaces read, per poll."""
+        self._replay_below: dict[int, int] = {}
+        self._saved_replay: dict[int, int] = {}
         self._unreadable = 0
 
     def start(self, now_ms: int, timeout_s: float) -> None:
@@ -85,9 +96,11 @@ class CancelFeed:
                 why = topic.error if topic is not None else "not in the metadata"
                 raise KafkaError(f"cancel topic {self._topic!r} is not usable: {why}")
             time.sleep(0.2)
-        saved = self._load()
+        saved, replay = self._load()
         fresh = [p for p in topic.partitions if p not in saved]
-        starts = {p: self._start_of(p, saved[p], timeout_s) for p in topic.partitions if p in saved}
+        starts = {p: self._start_of(p, min(saved[p], replay.get(p, saved[p])), timeout_s)
+                  for p in topic.partitions if p in saved}  # fmt: skip
+        self._replay_below = {p: saved[p] for p in starts if starts[p] < saved[p]}
         if fresh:
             wanted = [TopicPartition(self._topic, p, now_ms - self._keep_ms) for p in fresh]
             found = while_electing(
@@ -97,9 +110,9 @@ class CancelFeed:
             for tp in found:  # no record at or after that time: start at the end
                 starts[tp.partition] = tp.offset if tp.offset >= 0 else self._end(tp, timeout_s)
         self._consumer.assign([TopicPartition(self._topic, p, o) for p, o in starts.items()])
-        self._saved = dict(saved)
-        self._rewind_to = dict(starts)
-        self._next = dict(starts)  # saved at the first checkpoint, even before any cancel
+        self._saved, self._saved_replay = dict(saved), dict(replay)
+        self._next = starts | self._replay_below  # saved at the first checkpoint
+        self._rewind_to = dict(self._next)
         if saved:
             log.info("cancel feed resumes at %s (saved position)", dict(sorted(starts.items())))
 
@@ -126,21 +139,24 @@ class CancelFeed:
         )
         return high
 
-    def _load(self) -> dict[int, int]:
+    def _load(self) -> tuple[dict[int, int], dict[int, int]]:
+        """The saved (next offsets, replay_from), by partition."""
         path = self._position_file
         if path is None or not path.exists():
-            return {}
+            return {}, {}
         try:
             doc = orjson.loads(path.read_bytes())
             if doc.get("topic") != self._topic:
                 log.warning("%s is for topic %r, not %r: ignored", path, doc.get("topic"),
                             self._topic)  # fmt: skip
-                return {}
-            return {int(p): int(o) for p, o in doc["next_offsets"].items()}
+                return {}, {}
+            replay = doc.get("replay_from", {})  # absent: written before replaces waited here
+            return ({int(p): int(o) for p, o in doc["next_offsets"].items()},
+                    {int(p): int(o) for p, o in replay.items()})  # fmt: skip
         except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError,
                 AttributeError) as exc:  # fmt: skip
             log.warning("%s unreadable (%s): starting %d ms back", path, exc, self._keep_ms)
-            return {}
+            return {}, {}
 
     def rewind(self) -> None:
         """Read again from the last saved position (exactly-once mode: the cancels
@@ -153,10 +169,15 @@ class CancelFeed:
         """Persist the position (call after the stores the cancels went to are flushed)."""
         self._rewind_to = self._rewind_to | self._next
         path = self._position_file
-        if path is None or self._next == self._saved:
+        replay: dict[int, int] = {}
+        for _, firsts in self._marks:
+            for p, o in firsts.items():
+                replay[p] = min(replay.get(p, o), o)
+        if path is None or (self._next, replay) == (self._saved, self._saved_replay):
             return
         position = self._saved | self._next
-        doc = {"topic": self._topic, "next_offsets": {str(p): o for p, o in position.items()}}
+        doc = {"topic": self._topic, "next_offsets": {str(p): o for p, o in position.items()},
+               "replay_from": {str(p): o for p, o in replay.items()}}  # fmt: skip
         try:
             write_atomic(path, orjson.dumps(doc))
         except OSError as exc:
@@ -165,35 +186,74 @@ class CancelFeed:
             log.warning("%s not saved, no room (%s): the feed re-reads from the last one "
                         "if it restarts", path, exc)  # fmt: skip
             return
-        self._saved = position
+        self._saved, self._saved_replay = position, replay
 
     def poll(self, now_ms: int, max_records: int = 10_000) -> list[CancelRequest]:
+        """The cancels and replaces read; replaces also go into :attr:`waits`. Records
+        read again below the saved position (a restart's replay): replaces go into
+        :attr:`waits` only, cancels are skipped (both were applied before)."""
         out: list[CancelRequest] = []
+        firsts: dict[int, int] = {}
         for msg in self._consumer.consume(max_records, timeout=0):
             err = msg.error()
             if err is not None:
                 if not err.retriable() and err.fatal():
                     raise RuntimeError(f"cancel topic {self._topic!r}: {err.str()}")
                 continue
-            self._next[msg.partition() or 0] = (msg.offset() or 0) + 1
+            p, o = msg.partition() or 0, msg.offset() or 0
+            replay = o < self._replay_below.get(p, -1)
+            if not replay:
+                self._next[p] = o + 1
             raw = msg.value()
             try:
                 request = CancelRequest.decode(raw if raw is not None else b"")
             except UnreadableCancel as exc:
-                self._unreadable += 1
-                self._tally.cancels_unreadable += 1
-                if self._unreadable <= _LOGGED_UNREADABLE:
-                    log.warning(
-                        "cancel topic %s/%s/%s: unreadable cancel skipped (%s)%s",
-                        msg.topic(), msg.partition(), msg.offset(), exc,
-                        "" if self._unreadable < _LOGGED_UNREADABLE else "; not logging more",
-                    )  # fmt: skip
+                if not replay:
+                    self._unreadable_one(msg, exc)
                 continue
-            out.append(request)
-            self.recent.append((now_ms, request))
+            if request.replace and request.target_topic and request.sent_ms is not None:
+                origin, offset = parse_origin(request.origin)
+                self.waits.add(request.id, request.target_topic, request.sent_ms, origin,
+                               offset, now_ms)  # fmt: skip
+                firsts.setdefault(p, o)
+            elif not replay:
+                self.recent.append((now_ms, request))
+            if not replay:
+                out.append(request)
+        if firsts:
+            self._marks.append((now_ms, firsts))
+        self.waits.drop(now_ms)
+        while self._marks and self._marks[0][0] < now_ms - self._keep_ms:
+            self._marks.popleft()
         while self.recent and self.recent[0][0] < now_ms - self._keep_ms:
             self.recent.popleft()
         return out
 
+    def _unreadable_one(self, msg: Any, exc: UnreadableCancel) -> None:
+        self._unreadable += 1
+        self._tally.cancels_unreadable += 1
+        if self._unreadable <= _LOGGED_UNREADABLE:
+            log.warning(
+                "cancel topic %s/%s/%s: unreadable cancel skipped (%s)%s",
+                msg.topic(), msg.partition(), msg.offset(), exc,
+                "" if self._unreadable < _LOGGED_UNREADABLE else "; not logging more",
+            )  # fmt: skip
+
+    def open_store(self, part: PartitionState, now_ms: int) -> None:
+        """A store opened now (at start, or a partition moving in): it waits on the
+        shared replaces, and what was read in the last ``keep_recent_ms`` applies to it
+        at once (what it holds already) -- the replaces then wait their grace in it."""
+        part.store.share_replace_waits(self.waits, (part.topic, part.partition))
+        requests = [req for _, req in self.recent]
+        requests += [_as_request(w) for w in self.waits.recent(now_ms)]
+        if requests:
+            apply_cancels([part], requests)
+
     def close(self) -> None:
         self._consumer.close()
+
+
+def _as_request(w: Wait) -> CancelRequest:
+    origin = "" if w.origin is None else f"{w.origin[0]}/{w.origin[1]}/"
+    return CancelRequest(w.id, w.topic, origin + ("" if w.offset is None else str(w.offset)),
+                         w.sent_ms, True)  # fmt: skip

@@ -45,6 +45,7 @@ import orjson
 from delaybridge.bridge.partition import PartitionState
 from delaybridge.bridge.tally import Tally
 from delaybridge.timerlog import Cancel
+from delaybridge.timerlog.replace_waits import store_view
 
 MAX_ID_BYTES = 0xFFFF  # the store's cancel log holds ids up to this length
 MAX_TOPIC_CHARS = 249  # Kafka's limit on topic names
@@ -137,23 +138,21 @@ def apply_cancels(parts: Iterable[PartitionState], requests: list[CancelRequest]
 
 def _for_store(r: CancelRequest, part: PartitionState) -> Cancel:
     """The cancel as ``part``'s store applies it (the tie rules of the module docstring)."""
-    prefix = part.origin_prefix
-    if r.origin.startswith(prefix):
-        rest = r.origin[len(prefix) :]
-        return Cancel(r.id, r.target_topic, r.sent_ms, int(rest) if rest.isdigit() else None,
-                      r.replace)  # fmt: skip
-    sent = r.sent_ms
-    if r.replace and sent is not None and _loses_tie(r.origin, part.topic, part.partition):
-        sent -= 1  # takes what was sent strictly before it, not a tie
-    return Cancel(r.id, r.target_topic, sent, None, r.replace)
+    origin, offset = parse_origin(r.origin)
+    own = parse_origin(part.origin_prefix)[0]
+    if r.replace and r.sent_ms is not None and own is not None:
+        sent, at = store_view(r.sent_ms, origin, offset, own)
+        return Cancel(r.id, r.target_topic, sent, at, True)
+    return Cancel(r.id, r.target_topic, r.sent_ms, offset if origin == own else None, r.replace)
 
 
-def _loses_tie(origin: str, topic: str, partition: int) -> bool:
-    """Is ``topic/partition`` after the replace's origin ``topic/partition/offset``?"""
-    o_topic, o_partition, _ = [*origin.rsplit("/", 2), "", ""][:3]
+def parse_origin(origin: str) -> tuple[tuple[str, int] | None, int | None]:
+    """``topic/partition/offset`` as ((topic, partition), offset); None where unreadable
+    (no partition: the cancel rule, it wins a tie)."""
+    o_topic, o_partition, o_offset = [*origin.rsplit("/", 2), "", ""][:3]
     if not o_partition.isdigit():
-        return False  # no origin to order by: the cancel rule (it wins the tie)
-    return (topic, partition) > (o_topic, int(o_partition))
+        return None, None
+    return (o_topic, int(o_partition)), int(o_offset) if o_offset.isdigit() else None
 
 
 class CancelLedger:

@@ -28,7 +28,6 @@ from typing import Protocol
 from confluent_kafka import KafkaException, TopicPartition
 
 from delaybridge.bridge.cancel_feed import CancelFeed
-from delaybridge.bridge.cancels import apply_cancels
 from delaybridge.bridge.changelog import SEEDING_MARK
 from delaybridge.bridge.flow import FlowControl
 from delaybridge.bridge.metrics import Metrics
@@ -142,8 +141,8 @@ class Partitions:
             )  # fmt: skip
             self.by_key[part.key] = part
             self._metrics.partitions.store_recovered(part.topic, part.partition, part.recovery_s)
-            if self.feed is not None and self.feed.recent:
-                apply_cancels([part], [req for _, req in self.feed.recent])
+            if self.feed is not None:  # waits on replaces; the recent cancels apply
+                self.feed.open_store(part, self._clock.now_ms())
                 if self.restoring is not None:
                     self.restoring.changelog.removed_by_store(part)
             start = part.offsets.commit_position()

@@ -104,8 +104,8 @@ class Service:
         feed_consumer = self._clients.consumer({"group.id": f"{s.kafka.group_id}.cancel-feed"},
                                                group=False)  # fmt: skip
         keep_ms = grace_ms + 2 * s.kafka.session_timeout_ms  # bridge/cancel_feed.py says why
-        self.feed = CancelFeed(feed_consumer, s.cancel_topic, keep_ms, self.tally,
-                               s.store.data_dir, f"cancel-feed{suffix(worker)}.json")  # fmt: skip
+        self.feed = CancelFeed(feed_consumer, s.cancel_topic, keep_ms, self.tally, s.store.data_dir,
+                               f"cancel-feed{suffix(worker)}.json", grace_ms)  # fmt: skip
         self.admin = self._clients.admin()
         state = kafka_state.build(
             s, self._clients, self.outbox, self.retries, clock, self.admin, self.flow,

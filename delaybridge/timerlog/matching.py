@@ -34,6 +34,7 @@ from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.commit_log import CommitLog
 from delaybridge.timerlog.reader import Reader
 from delaybridge.timerlog.records import Cancel, TimerRecord
+from delaybridge.timerlog.replace_waits import Origin, ReplaceWaits, Wait, store_view
 from delaybridge.timerlog.stats import StoreCounters
 from delaybridge.timerlog.timer_log import IdHit, TimerLog
 
@@ -66,6 +67,20 @@ class IdMatcher:
         self.pending = pending
         self.removed: list[TimerRecord] = []
         """Records removed by cancels since the store's owner last took them."""
+        self.shared: ReplaceWaits | None = None
+        """Where replaces wait instead of the cancel book (:meth:`share`)."""
+        self.own: Origin = ("", -1)
+        self.opened_ms = 0
+
+    def share(self, waits: ReplaceWaits, own: Origin, now_ms: int) -> None:
+        """Replaces wait in the process's ``waits`` (:mod:`replace_waits`), which the
+        caller fills, not in the cancel book; ``own``: this store's delay partition."""
+        self.shared, self.own, self.opened_ms = waits, own, now_ms
+        waits.attach(now_ms)
+
+    def watching(self) -> bool:
+        """Is there a waiting cancel or replace that an appended message may meet?"""
+        return bool(self.cancels.waiting) or bool(self.shared is not None and len(self.shared))
 
     def cancel(self, cancels: Sequence[Cancel], now_ms: int, live_start: int) -> list[bool]:
         """See :meth:`TimerStore.cancel`; ``live_start``: the first live timer entry."""
@@ -81,6 +96,8 @@ class IdMatcher:
                     continue
                 self._cancel(rec, hit.index, hit.slot_ms, cancel.replace)
                 result[j] = True
+            if cancel.replace and self.shared is not None:
+                continue  # it waits in the shared table, added by whoever shares it
             if cancel.sent_ms is not None and self.grace_ms > 0:
                 self.cancels.wait(cancel, now_ms + self.grace_ms, result[j])
             elif not result[j] and not cancel.replace:
@@ -98,17 +115,36 @@ class IdMatcher:
         self.removed.append(rec)
 
     def on_append(
-        self, records: Sequence[TimerRecord | None], first: int, slot: npt.NDArray[np.int64]
+        self,
+        records: Sequence[TimerRecord] | None,
+        cl_pos: npt.NDArray[np.int64],
+        first: int,
+        slot: npt.NDArray[np.int64],
+        hashes: npt.NDArray[np.uint32],
+        now_ms: int,
     ) -> None:
-        """Cancel appended messages (timer entries ``first``.., ticks ``slot``) that waiting
-        cancels match (None: a damaged record, matched by nothing)."""
-        if not self.cancels.waiting:
-            return
-        waiting = self.cancels.waiting
-        for j, r in enumerate(records):
-            if r is not None and r.id in waiting and (how := self.cancels.match(r)) is not None:
-                self._cancel(r, first + j, int(slot[j]), how.replace)
+        """Cancel appended messages (timer entries ``first``.., ticks ``slot``, commit-log
+        positions ``cl_pos``, id hashes ``hashes``) that waiting cancels or replaces match;
+        ``records`` None: read them (a damaged one is matched by nothing)."""
+        read = self.read
+        taken: set[int] = set()
+        if self.cancels.waiting:
+            waiting = self.cancels.waiting
+            got: Sequence[TimerRecord | None] = records or [read(int(p)) for p in cl_pos]
+            for j, r in enumerate(got):
+                if r is not None and r.id in waiting and (how := self.cancels.match(r)):
+                    self._cancel(r, first + j, int(slot[j]), how.replace)
+                    taken.add(j)
+        if self.shared is not None and len(self.shared):
+            for j, waits in self.shared.lookup(hashes, now_ms, self.opened_ms).items():
+                rec = None if j in taken else records[j] if records else read(int(cl_pos[j]))
+                if rec is not None and any(self._takes(w, rec) for w in waits):
+                    self._cancel(rec, first + j, int(slot[j]), True)
         self.cancels.write_soon()
+
+    def _takes(self, w: Wait, rec: TimerRecord) -> bool:
+        sent, offset = store_view(w.sent_ms, w.origin, w.offset, self.own)
+        return Cancel(w.id, w.topic, sent, offset, True).applies_to(rec)
 
     def remove(
         self,

@@ -34,6 +34,7 @@ from delaybridge.timerlog.raw_records import batch_of_raw
 from delaybridge.timerlog.reader import Reader
 from delaybridge.timerlog.records import Cancel, DeliveryCursor, DueRecord, TimerRecord
 from delaybridge.timerlog.recovery import Opened, recover
+from delaybridge.timerlog.replace_waits import ReplaceWaits
 from delaybridge.timerlog.settings import StoreSettings
 from delaybridge.timerlog.stats import StoreCounters, StoreStats
 from delaybridge.timerlog.timer_codec import EntryType
@@ -57,8 +58,7 @@ class TimerStore:
         self.wheel = opened.wheel
         self.cancels = opened.cancels
         self.wheel_rebuilt = opened.wheel_rebuilt
-        self.rescued = opened.rescued
-        """Opened without a usable checkpoint (see :mod:`rescue`)."""
+        self.rescued = opened.rescued  # opened without a usable checkpoint (:mod:`rescue`)
         ck = opened.checkpoint
         self._last_source_offset = ck.last_source_offset
         self.counters: StoreCounters = ck.counters
@@ -136,11 +136,13 @@ class TimerStore:
         self.counters.appended_total += n
         self._pending.update(enc.topics)
         self._last_source_offset = max(self._last_source_offset, enc.max_source_offset)
-        if self.cancels.waiting:
-            read = self._matcher.read  # None: a damaged record
-            got: Sequence[TimerRecord | None] = records or [read(int(p)) for p in cl_pos]
-            self._matcher.on_append(got, first, slot)
+        if self._matcher.watching():
+            self._matcher.on_append(records, cl_pos, first, slot, hashes, self.clock.now_ms())
         return enc
+
+    def share_replace_waits(self, waits: ReplaceWaits, own: tuple[str, int]) -> None:
+        """Replaces wait in ``waits`` (:mod:`replace_waits`); ``own``: this partition."""
+        self._matcher.share(waits, own, self.clock.now_ms())
 
     def remove(
         self, keys: Sequence[tuple[str, int, int]], generation_of: Callable[[TimerRecord], int]
@@ -151,8 +153,7 @@ class TimerStore:
         return self._matcher.remove(keys, generation_of, self._flusher.live_start)
 
     def pending_records(self, chunk: int = 10_000) -> Iterator[list[bytes]]:
-        """Every pending message, encoded, in chunks (a full scan: for a store's first
-        write to a changelog, not for a hot path)."""
+        """Every pending message, encoded, in chunks (a full scan: a first changelog)."""
         return self._matcher.pending_records(self._flusher.live_start, chunk)
 
     def take_removed(self) -> list[TimerRecord]:
@@ -182,8 +183,7 @@ class TimerStore:
         """The pending message with this id, or None (a search of the id index)."""
         return self._matcher.lookup(id, self._flusher.live_start)
 
-    def pending_with_ids(self, ids: set[str]) -> dict[str, list[TimerRecord]]:
-        """Every pending message with one of ``ids``, by id: one scan for all of them."""
+    def pending_with_ids(self, ids: set[str]) -> dict[str, list[TimerRecord]]:  # by id
         return self._matcher.pending_with_ids(ids, self._flusher.live_start)
 
     # -- reading ----------------------------------------------------------------
