@@ -80,6 +80,7 @@ class CancelFeed:
         self._marks: deque[tuple[int, dict[int, int]]] = deque()
         """(read at, partition -> first offset) of the replaces read, per poll."""
         self._replay_below: dict[int, int] = {}
+        self._held: list[CancelRequest] = []
         self._saved_replay: dict[int, int] = {}
         self._unreadable = 0
 
@@ -115,6 +116,7 @@ class CancelFeed:
         self._rewind_to = dict(self._next)
         if saved:
             log.info("cancel feed resumes at %s (saved position)", dict(sorted(starts.items())))
+        self._catch_up(now_ms, time.monotonic() + timeout_s)
 
     def _start_of(self, partition: int, saved: int, timeout_s: float) -> int:
         """The saved offset, or the oldest retained one if the saved one is gone."""
@@ -192,9 +194,28 @@ class CancelFeed:
         """The cancels and replaces read; replaces also go into :attr:`waits`. Records
         read again below the saved position (a restart's replay): replaces go into
         :attr:`waits` only, cancels are skipped (both were applied before)."""
+        out, self._held = self._held, []
+        return out + self._read(self._consumer.consume(max_records, timeout=0), now_ms)
+
+    def _catch_up(self, now_ms: int, deadline: float) -> None:
+        """Read the replay before anything is ingested, so the waits are back before an
+        older copy can arrive; what is read beyond it waits for the first poll."""
+        behind = dict(self._replay_below)
+        while behind and time.monotonic() < deadline:
+            msgs = self._consumer.consume(10_000, timeout=0.2)
+            for msg in msgs:
+                p = msg.partition() or 0
+                if msg.error() is None and (msg.offset() or 0) + 1 >= behind.get(p, 1 << 62):
+                    del behind[p]
+            self._held += self._read(msgs, now_ms)
+        if behind:
+            log.warning("cancel feed: replaces before %s not read again by the start's "
+                        "deadline: read with the feed from now on", behind)  # fmt: skip
+
+    def _read(self, msgs: list[Any], now_ms: int) -> list[CancelRequest]:
         out: list[CancelRequest] = []
         firsts: dict[int, int] = {}
-        for msg in self._consumer.consume(max_records, timeout=0):
+        for msg in msgs:
             err = msg.error()
             if err is not None:
                 if not err.retriable() and err.fatal():

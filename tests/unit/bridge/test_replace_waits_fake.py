@@ -115,6 +115,24 @@ def test_the_wait_survives_a_kill9_and_restart(tmp_path: Path) -> None:
     again.stop()
 
 
+def test_the_wait_is_back_before_the_restart_ingests_anything(tmp_path: Path) -> None:
+    # The older copy is already in its partition when the replica restarts: the replay
+    # is read at start, before the first records are ingested.
+    side = sidecar(tmp_path)
+    t0 = side.clock.now_ms()
+    side.clock.advance(10)
+    side.send(schedule("order", 3_000), partition=0)
+    side.turns(3)
+    side.checkpoint()
+    side.kill9()
+    side.cluster.append(DELAY, 1, b"k", b"v", schedule("order", 1_000), timestamp_ms=t0)
+    again = sidecar(tmp_path, clock=side.clock, cluster=side.cluster)
+    again.turns(3)
+    run_out(again, 4_000)
+    assert origins(again) == [f"{DELAY}/0/0"]
+    again.stop()
+
+
 def test_a_store_opened_later_gets_the_recent_replaces(tmp_path: Path) -> None:
     # Partition 1 moves in after the replace was read: the older copy it already holds
     # is replaced at once, and one arriving later within the grace too.
