@@ -4,8 +4,9 @@ Every record has its own ``delay-id`` (a backlog moved from another system, orde
 timeouts keyed by order id); with the default ``delay-on-duplicate: replace`` each one is
 also a replace that goes round the cancel topic and waits ``cancel_grace_ms``
 (``timerlog/replace_waits.py``). Measured: records stored per second from the start of
-the fill (the producer runs at broker speed, the sidecar consumes meanwhile) and the
-sidecar's peak RSS, with ``replace`` and then ``keep`` in the same run.
+the fill (the producer runs at broker speed, the sidecar consumes meanwhile), records
+per second of the sidecar's CPU time (less noisy on a shared machine) and its peak RSS,
+with ``replace`` and then ``keep`` in the same run.
 
     python -m delaybridge.tools.e2e.bulk --bootstrap HOST:PORT --records 1000000 \\
         [--modes replace,keep] [--partitions 2] [--sidecar-pythonpath DIR]
@@ -48,7 +49,7 @@ def bulk_fill(
         produced_s = time.monotonic() - start
         side.wait_for(lambda: side.stored() >= n, 1800, f"{n} records stored")
         stored_s = time.monotonic() - start
-        rss = side.peak_rss_mb()
+        rss, cpu_s = side.peak_rss_mb(), _cpu_seconds(side.proc.pid)
     finally:
         side.stop()
     return {
@@ -58,10 +59,19 @@ def bulk_fill(
         "produced_s": round(produced_s, 1),
         "stored_s": round(stored_s, 1),
         "stored_per_s": round(n / stored_s),
+        "sidecar_cpu_s": round(cpu_s, 1),
+        "stored_per_cpu_s": round(n / cpu_s) if cpu_s > 0 else 0,
         "peak_rss_mb": round(rss, 1),
         "peak_anon_mb": round(side.peak_anon_mb, 1),
         "peak_file_mb": round(side.peak_file_mb, 1),
     }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process (a less noisy measure than wall time on
+    a shared machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:

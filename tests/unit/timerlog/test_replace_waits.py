@@ -9,13 +9,15 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from delaybridge.timerlog import Cancel, ManualClock, StoreSettings, TimerStore
 from delaybridge.timerlog.replace_waits import CHUNK_MIN, ReplaceWaits, store_view
 from tests.unit.timerlog.support import GRACE_MS, START_MS
 from tests.unit.timerlog.test_timerlog_cancel_order import delivered, sent
 
-OWN = ("delay", 0)
+OWN = ("delay", 1)
 KEEP_MS = 3 * GRACE_MS
 
 
@@ -105,3 +107,55 @@ def test_append_raw_reads_the_records_a_waiting_replace_may_take(
         waits.add("x", "orders", START_MS, ("delay", 1), None, clock.now_ms())
         store.append_raw(list(raws))
         assert delivered(store, clock) == [("y", 2)]
+
+
+Op = tuple[str, str, int, int, int, str]
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["append", "replace"]),
+        st.sampled_from(["a", "plumless", "buckeroo"]),  # the last two: one CRC-32
+        st.integers(0, 2),  # sent, ms after START_MS: ties are common
+        st.integers(0, 2),  # a replace's origin partition (1: this store's)
+        st.integers(0, 12),  # a replace's origin offset
+        st.sampled_from(["orders", "orders", "reminders"]),
+    ),
+    max_size=30,
+)
+
+
+def _outcome(tmp: Path, graced: StoreSettings, ops: list[Op], shared: bool) -> list[object]:
+    clock = ManualClock(START_MS)
+    waits = ReplaceWaits(GRACE_MS, KEEP_MS)
+    for i in range(CHUNK_MIN + 1):  # a sealed chunk, so both halves of the table serve
+        waits.add(f"filler-{i}", "orders", START_MS, None, None, START_MS)
+    with TimerStore.open(tmp, graced, clock) as store:
+        if shared:
+            store.share_replace_waits(waits, OWN)
+        for n, (kind, id, sent_ms, partition, offset, topic) in enumerate(ops):
+            if kind == "append":
+                store.append([sent(id, START_MS + sent_ms, offset=n)._replace(target_topic=topic)])
+                continue
+            origin = ("delay", partition)
+            at, off = store_view(START_MS + sent_ms, origin, offset, OWN)
+            if shared:
+                waits.add(id, topic, START_MS + sent_ms, origin, offset, clock.now_ms())
+            store.cancel([Cancel(id, topic, at, off, True)])
+        replaced = store.stats().replaced_total
+        return [sorted(delivered(store, clock)), replaced]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=OPS)
+@example(ops=[("replace", "a", 0, 1, 0, "orders"), ("append", "a", 0, 0, 0, "orders")])
+@example(ops=[("replace", "a", 0, 0, 0, "orders"), ("append", "a", 0, 0, 0, "orders")])
+@example(ops=[("replace", "a", 0, 2, 0, "orders"), ("append", "a", 0, 0, 0, "orders")])
+def test_the_shared_table_takes_exactly_what_each_store_s_cancel_book_took(
+    tmp_path: Path, graced: StoreSettings, ops: list[Op]
+) -> None:
+    # The same appends and replaces (within the grace), once with the replaces waiting
+    # in the store's cancel book (before) and once in the shared table: the same
+    # messages delivered, the same number replaced.
+    run = tmp_path / str(len(list(tmp_path.iterdir())))
+    assert _outcome(run / "book", graced, ops, False) == _outcome(run / "table", graced, ops, True)
