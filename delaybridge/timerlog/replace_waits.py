@@ -46,6 +46,8 @@ GROWTH = 64
 K = TypeVar("K")
 Origin = tuple[str, int]
 """A delay-topic partition: (topic, partition)."""
+Row = tuple[int, int, int, int, int, int, bytes, bool]
+"""hash, read_ms, sent_ms, offset (-1: none), origin (-1: none), topic, id, replayed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +78,10 @@ def store_view(sent_ms: int, origin: Origin | None, offset: int | None, own: Ori
 class _Sealed:
     """A full chunk: its rows' columns, in the order they were read."""
 
-    __slots__ = ("id_at", "id_len", "ids", "max_read", "offset", "origin", "read", "sent",
-                 "seq", "topic")  # fmt: skip
+    __slots__ = ("id_at", "id_len", "ids", "max_read", "offset", "origin", "read",
+                 "replayed", "sent", "seq", "topic")  # fmt: skip
 
-    def __init__(self, rows: list[tuple[int, int, int, int, int, int, bytes]], seq: int) -> None:
+    def __init__(self, rows: list[Row], seq: int) -> None:
         cols = list(zip(*rows, strict=True))
         self.seq = seq
         self.read = np.array(cols[1], np.int64)
@@ -91,6 +93,7 @@ class _Sealed:
         self.id_at = (np.cumsum(lens) - lens).astype(np.uint32)
         self.id_len = lens.astype(np.uint16)
         self.ids = b"".join(cols[6])
+        self.replayed = np.array(cols[7], np.bool_)
         self.max_read = int(self.read.max())
 
     def __len__(self) -> int:
@@ -107,8 +110,8 @@ class ReplaceWaits:
         self._origins: dict[Origin, int] = {}
         self._names: list[str] = []
         self._partitions: list[Origin] = []
-        self._open: dict[int, list[tuple[int, int, int, int, int, int, bytes]]] = {}
-        self._open_rows: list[tuple[int, int, int, int, int, int, bytes]] = []
+        self._open: dict[int, list[Row]] = {}
+        self._open_rows: list[Row] = []
         self._open_max_read = 0
         self._sealed: deque[_Sealed] = deque()
         self._sealed_rows = 0
@@ -130,13 +133,15 @@ class ReplaceWaits:
         self._pins.append((opened_ms - self.keep_ms, opened_ms + self.grace_ms))
 
     def add(self, id: str, topic: str, sent_ms: int, origin: Origin | None,
-            offset: int | None, read_ms: int) -> None:  # fmt: skip
-        """A replace read from the cancel topic at ``read_ms``."""
+            offset: int | None, read_ms: int, replayed: bool = False) -> None:  # fmt: skip
+        """A replace read from the cancel topic at ``read_ms``; ``replayed``: read again
+        after a restart (it waits, but is not applied to stores opened later:
+        :meth:`recent`)."""
         idb = id.encode()
         h = zlib.crc32(idb)
         row = (h, read_ms, sent_ms, -1 if offset is None else offset,
                -1 if origin is None else self._intern(self._origins, self._partitions, origin),
-               self._intern(self._topics, self._names, topic), idb)  # fmt: skip
+               self._intern(self._topics, self._names, topic), idb, replayed)  # fmt: skip
         self._open.setdefault(h, []).append(row)
         self._open_rows.append(row)
         self._open_max_read = max(self._open_max_read, read_ms)
@@ -217,19 +222,21 @@ class ReplaceWaits:
         return out
 
     def recent(self, now_ms: int) -> list[Wait]:
-        """Every row read in the last ``keep_ms``, oldest chunk first (for a store opened
-        now: what it must apply at once)."""
+        """Every row read in the last ``keep_ms``, oldest chunk first: what a store
+        opened now must apply at once. Not replayed rows: they were applied, before the
+        restart, to the stores held then, which reopen from their flushed state (as
+        before the table, a restart forgets what stores opened later would have got)."""
         since = now_ms - self.keep_ms
         out = [
             self._sealed_wait(ch, r)
             for ch in self._sealed
             if ch.max_read >= since
-            for r in np.flatnonzero(ch.read >= since).tolist()
+            for r in np.flatnonzero((ch.read >= since) & ~ch.replayed).tolist()
         ]
-        return out + [self._wait(row) for row in self._open_rows if row[1] >= since]
+        return out + [self._wait(row) for row in self._open_rows if row[1] >= since and not row[7]]
 
-    def _wait(self, row: tuple[int, int, int, int, int, int, bytes]) -> Wait:
-        _, read, sent, offset, origin, topic, idb = row
+    def _wait(self, row: Row) -> Wait:
+        _, read, sent, offset, origin, topic, idb, _ = row
         return Wait(idb.decode(), self._names[topic], sent,
                     self._partitions[origin] if origin >= 0 else None,
                     offset if offset >= 0 else None, read)  # fmt: skip
@@ -238,5 +245,5 @@ class ReplaceWaits:
         at = int(ch.id_at[r])
         idb = ch.ids[at : at + int(ch.id_len[r])]
         row = (0, int(ch.read[r]), int(ch.sent[r]), int(ch.offset[r]), int(ch.origin[r]),
-               int(ch.topic[r]), idb)  # fmt: skip
+               int(ch.topic[r]), idb, bool(ch.replayed[r]))  # fmt: skip
         return self._wait(row)

@@ -69,6 +69,15 @@ def test_rows_wait_their_grace_then_are_dropped_after_the_keep_window() -> None:
     assert waits.recent(opened + GRACE_MS) == []
 
 
+def test_replayed_rows_wait_but_are_not_applied_to_stores_opened_later() -> None:
+    # Read again after a restart: the stores held before the crash applied them already.
+    waits = ReplaceWaits(GRACE_MS, KEEP_MS)
+    waits.add("old", "orders", START_MS, None, None, START_MS, replayed=True)
+    waits.add("new", "orders", START_MS, None, None, START_MS)
+    assert sorted(waits.lookup(hashes("old", "new"), START_MS, START_MS)) == [0, 1]
+    assert [w.id for w in waits.recent(START_MS)] == ["new"]
+
+
 def test_the_tie_rule_as_each_store_sees_a_replace() -> None:
     assert store_view(100, ("delay", 0), 7, ("delay", 0)) == (100, 7)  # its partition
     assert store_view(100, ("delay", 0), 7, ("delay", 1)) == (99, None)  # loses the tie
