@@ -45,10 +45,12 @@ import orjson
 from delaybridge.bridge.partition import PartitionState
 from delaybridge.bridge.tally import Tally
 from delaybridge.timerlog import Cancel
-from delaybridge.timerlog.replace_waits import store_view
+from delaybridge.timerlog.replace_waits import Origin, store_view
 
 MAX_ID_BYTES = 0xFFFF  # the store's cancel log holds ids up to this length
 MAX_TOPIC_CHARS = 249  # Kafka's limit on topic names
+Parsed = tuple[Origin | None, int | None]
+"""An origin ``topic/partition/offset`` as ((topic, partition), offset)."""
 
 
 class UnreadableCancel(ValueError):
@@ -129,24 +131,26 @@ def apply_cancels(parts: Iterable[PartitionState], requests: list[CancelRequest]
     if not requests:
         return []
     hit = [False] * len(requests)
+    origins = [parse_origin(r.origin) for r in requests]  # once, not once per store
     for part in parts:
-        cancels = [_for_store(r, part) for r in requests]
+        own = parse_origin(part.origin_prefix)[0]
+        cancels = [_for_store(r, o, own) for r, o in zip(requests, origins, strict=True)]
         for i, matched in enumerate(part.store.cancel(cancels)):
             hit[i] = hit[i] or matched
     return hit
 
 
-def _for_store(r: CancelRequest, part: PartitionState) -> Cancel:
-    """The cancel as ``part``'s store applies it (the tie rules of the module docstring)."""
-    origin, offset = parse_origin(r.origin)
-    own = parse_origin(part.origin_prefix)[0]
+def _for_store(r: CancelRequest, parsed: Parsed, own: Origin | None) -> Cancel:
+    """The cancel as the store of partition ``own`` applies it (the tie rules of the
+    module docstring); ``parsed``: the request's origin, :func:`parse_origin`."""
+    origin, offset = parsed
     if r.replace and r.sent_ms is not None and own is not None:
         sent, at = store_view(r.sent_ms, origin, offset, own)
         return Cancel(r.id, r.target_topic, sent, at, True)
     return Cancel(r.id, r.target_topic, r.sent_ms, offset if origin == own else None, r.replace)
 
 
-def parse_origin(origin: str) -> tuple[tuple[str, int] | None, int | None]:
+def parse_origin(origin: str) -> Parsed:
     """``topic/partition/offset`` as ((topic, partition), offset); None where unreadable
     (no partition: the cancel rule, it wins a tie)."""
     o_topic, o_partition, o_offset = [*origin.rsplit("/", 2), "", ""][:3]
