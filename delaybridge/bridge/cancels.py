@@ -19,7 +19,8 @@ Protocol (the feed is :mod:`cancel_feed`):
    (:attr:`recent`) and applied to a store when it is opened later (a partition
    moving in from another sidecar);
 4. each store also keeps a cancel for its own grace period, so a cancel that overtakes
-   its message (the message's partition lags) still wins when it arrives.
+   its message (the message's partition lags) still wins when it arrives (a replace is
+   kept once per process instead, in the feed's table: ``timerlog/replace_waits.py``).
 
 A cancel takes only the messages with its id that were *sent before it* (the record
 timestamps in the delay topic; ties in one partition by offset): a reschedule (cancel,
