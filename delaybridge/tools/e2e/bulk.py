@@ -9,7 +9,7 @@ per second of the sidecar's CPU time (less noisy on a shared machine) and its pe
 with ``replace`` and then ``keep`` in the same run.
 
     python -m delaybridge.tools.e2e.bulk --bootstrap HOST:PORT --records 1000000 \\
-        [--modes replace,keep] [--partitions 2] [--sidecar-pythonpath DIR]
+        [--modes replace,keep] [--partitions 2] [--grace-ms MS] [--sidecar-pythonpath DIR]
 
 ``--sidecar-pythonpath``: the code the sidecar child runs (another checkout: a before
 and after in one run); the parent's code only produces and watches.
@@ -33,12 +33,17 @@ from delaybridge.tools.e2e.traffic import fill
 
 
 def bulk_fill(
-    console: Console, clients: KafkaClients, work: Path, n: int, mode: str, partitions: int
-) -> dict[str, Any]:
+    console: Console, clients: KafkaClients, work: Path, n: int, mode: str, partitions: int,
+    grace_ms: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
     stamp = time.time_ns()
     delay, target = f"bulk.delay.{stamp}", f"bulk.out.{stamp}"
     ensure_topics(clients.admin(), {delay: {}, target: {}}, partitions=partitions)
-    side = SidecarProcess(clients.settings, work / f"{mode}-{stamp}", delay)
+    here = work / f"{mode}-{stamp}"
+    store: dict[str, Any] = {"data_dir": str(here / "data")}
+    if grace_ms is not None:
+        store["cancel_grace_ms"] = grace_ms
+    side = SidecarProcess(clients.settings, here, delay, store=store)
     try:
         later = int(time.time() * 1000) + 3_600_000
         start = time.monotonic()
@@ -56,6 +61,7 @@ def bulk_fill(
         "mode": mode,
         "records": n,
         "partitions": partitions,
+        "cancel_grace_ms": grace_ms if grace_ms is not None else "default",
         "produced_s": round(produced_s, 1),
         "stored_s": round(stored_s, 1),
         "stored_per_s": round(n / stored_s),
@@ -81,6 +87,7 @@ def main() -> int:
     parser.add_argument("--modes", default="replace,keep")
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--sidecar-pythonpath", default=None)
+    parser.add_argument("--grace-ms", type=int, default=None, help="store.cancel_grace_ms")
     parser.add_argument("--json", type=Path, default=Path("bench-results/bulk.json"))
     args = parser.parse_args()
     if args.sidecar_pythonpath:
@@ -90,7 +97,8 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="delaybridge-bulk-") as tmp:
         for mode in args.modes.split(","):
-            got = bulk_fill(console, clients, Path(tmp), args.records, mode, args.partitions)
+            got = bulk_fill(console, clients, Path(tmp), args.records, mode, args.partitions,
+                            args.grace_ms)  # fmt: skip
             got["sidecar_code"] = args.sidecar_pythonpath or "this checkout"
             console.print(got)
             results.append(got)
