@@ -50,6 +50,11 @@ def register(commands: Any, bench: Any) -> None:
         "in the same run; delay topics get 2 partitions per worker of the largest)",
     )  # fmt: skip
     e2e.add_argument(
+        "--pure-python", action="store_true",
+        help="throughput: also run the sidecar with DELAYBRIDGE_PURE_PYTHON=1 (the "
+        "compiled hot path off) in the same run",
+    )  # fmt: skip
+    e2e.add_argument(
         "--exactly-once",
         action="store_true",
         help="also measure exactly-once mode (throughput and lateness) in the same run",
