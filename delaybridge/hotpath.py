@@ -2,7 +2,8 @@
 
 Two modules hold the per-record work of the sidecar: ``bridge/classify_core.py`` (the
 header contract) and ``timerlog/codec_core.py`` (the commit-log record codec). They are
-plain typed Python, and ``scripts/build-compiled`` compiles a *copy* of each with mypyc
+plain typed Python, and ``python -m delaybridge.tools.build_compiled`` (run by
+``scripts/bootstrap`` and the image's build stage) compiles a *copy* of each with mypyc
 into the separate package :data:`PACKAGE` (``delaybridge_compiled/``, never into the
 source tree, ignored by git), stamping the copy with the SHA-256 of the source it was
 made from. :func:`select` imports the compiled copy only if that stamp matches the
@@ -11,7 +12,7 @@ falls back to the source (with a warning) until the build is redone.
 
 Pure Python whenever the build is missing (no C compiler, a platform without a wheel)
 or ``DELAYBRIDGE_PURE_PYTHON=1``. Which one runs is logged once per process and shown
-by ``delaybridge version`` and the ``delaybridge_hot_path_info`` gauge.
+by ``delaybridge version`` and the ``hot_path`` label of ``delaybridge_build_info``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import hashlib
 import importlib
 import logging
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -52,6 +54,8 @@ class Choice:
 
 
 _choices: dict[str, Choice] = {}
+_compiled: dict[str, ModuleType] = {}
+"""The current compiled module of each source, whether or not the switch forced pure."""
 
 
 def source_hash(path: str | Path) -> str:
@@ -67,6 +71,12 @@ def select(pure: ModuleType, package: str = PACKAGE) -> ModuleType:
     """The compiled copy of ``pure`` from ``package`` if it is there and was built from
     exactly ``pure``'s source, else ``pure``; records the choice (:func:`choices`)."""
     module, impl, reason = _pick(pure, package)
+    if package == PACKAGE and module is not pure:
+        _compiled[pure.__name__] = module
+    elif package == PACKAGE and forced_pure():
+        with_build = _pick_ignoring_switch(pure, package)
+        if with_build is not pure:
+            _compiled[pure.__name__] = with_build
     choice = Choice(pure.__name__, impl, reason)
     if package == PACKAGE and _choices.get(pure.__name__) != choice:
         _choices[pure.__name__] = choice
@@ -82,8 +92,10 @@ def _pick(pure: ModuleType, package: str) -> tuple[ModuleType, str, str]:
     name = f"{package}.{short}"
     try:
         compiled = importlib.import_module(name)
-    except ImportError as exc:
-        return pure, "pure", f"no compiled build ({exc}); scripts/build-compiled makes one"
+    except ModuleNotFoundError as exc:
+        return pure, "pure", f"no compiled build ({exc}); scripts/bootstrap makes one"
+    except Exception as exc:  # a build for another interpreter, a damaged file: never fatal
+        return pure, "pure", f"stale compiled build: {name} does not load: {exc!r}"
     source = pure.__file__
     want = source_hash(source) if source else ""
     have = getattr(compiled, "SOURCE_SHA256", None)
@@ -92,9 +104,33 @@ def _pick(pure: ModuleType, package: str) -> tuple[ModuleType, str, str]:
             pure,
             "pure",
             f"stale compiled build: {compiled.__file__} was built from another version of "
-            f"{source} (run scripts/build-compiled)",
+            f"{source} (run python -m delaybridge.tools.build_compiled)",
         )
     return compiled, str(getattr(compiled, "COMPILER", "compiled")), f"{compiled.__file__}"
+
+
+def _pick_ignoring_switch(pure: ModuleType, package: str) -> ModuleType:
+    saved = os.environ.pop(FORCE_PURE_ENV, None)
+    try:
+        return _pick(pure, package)[0]
+    finally:
+        if saved is not None:
+            os.environ[FORCE_PURE_ENV] = saved
+
+
+def switch(compiled: bool) -> str:
+    """Point the imported facades at the compiled build (if there is a current one) or at
+    pure Python, in this process; returns :func:`implementation`. For benchmarks that
+    compare both in one run (``bench store --hot-path``); the sidecar never switches."""
+    for source, facade in _FACADES.items():
+        module = sys.modules.get(facade)
+        if module is None:
+            continue
+        chosen = _compiled.get(source) if compiled else None
+        setattr(module, "_core", chosen or sys.modules[source])  # noqa: B010
+        impl = str(getattr(chosen, "COMPILER", "compiled")) if chosen else "pure"
+        _choices[source] = Choice(source, impl, "switched by a benchmark")
+    return implementation()
 
 
 def choices() -> dict[str, Choice]:

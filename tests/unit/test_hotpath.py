@@ -99,3 +99,21 @@ def test_the_running_implementation_is_reported() -> None:
     impl = hotpath.implementation()
     assert set(hotpath.choices()) == set(hotpath.SOURCES)
     assert {c.implementation for c in hotpath.choices().values()} == {impl}
+
+
+def test_a_benchmark_can_switch_between_both_in_one_process() -> None:
+    saved = headers._core, commit_codec._core, dict(hotpath._choices)
+    try:
+        assert hotpath.switch(compiled=False) == "pure"
+        assert headers._core is classify_core and commit_codec._core is codec_core
+        built = compiled()
+        expected = built.name if built is not None else "pure"
+        if hotpath.forced_pure() or built is None:
+            assert hotpath.switch(compiled=True) in (expected, "pure")
+        else:
+            assert hotpath.switch(compiled=True) == expected
+            assert headers._core is built.classify and commit_codec._core is built.codec
+    finally:
+        headers._core, commit_codec._core = saved[0], saved[1]
+        hotpath._choices.clear()
+        hotpath._choices.update(saved[2])
