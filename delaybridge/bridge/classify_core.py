@@ -1,10 +1,11 @@
 """The classifier proper (DESIGN §2), in plain typed Python: the hot path's first half.
 
 ``bridge/headers.py`` documents the rules and is the module to import; this one holds
-their code so it can also be compiled with mypyc (``scripts/build-compiled``,
+their code so it can also be compiled with mypyc (``delaybridge/tools/build_compiled.py``,
 ``delaybridge/hotpath.py``): the same source runs interpreted or compiled, and a
 compiled copy that does not match this file byte for byte is never used. Keep it
-compilable: no monkeypatching, no dynamic attributes, only typed functions.
+compilable: no monkeypatching, no dynamic attributes, only typed functions; any edit
+here needs a rebuild (``scripts/bootstrap`` does it) before the compiled path is used.
 """
 
 from __future__ import annotations

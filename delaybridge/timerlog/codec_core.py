@@ -2,9 +2,10 @@
 
 ``timerlog/commit_codec.py`` is the module to import (it documents the layouts, drawn
 in ``commit_format``); this one holds the per-record loops so that they can also be
-compiled with mypyc (``scripts/build-compiled``, ``delaybridge/hotpath.py``): the same
-source runs interpreted or compiled, and a compiled copy that does not match this file
-byte for byte is never used. Keep it compilable: typed functions only.
+compiled with mypyc (``delaybridge/tools/build_compiled.py``, ``delaybridge/hotpath.py``):
+the same source runs interpreted or compiled, and a compiled copy that does not match
+this file byte for byte is never used. Keep it compilable: typed functions only; any
+edit here needs a rebuild (``scripts/bootstrap`` does it) before the compiled path is used.
 """
 
 from __future__ import annotations
