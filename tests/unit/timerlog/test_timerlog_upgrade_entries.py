@@ -1,0 +1,175 @@
+"""A store written before the 20-byte timer entry (timer log version 1) under this build.
+
+``fixtures/store_tl1`` was written by commit 2017770 (``fixtures/make_store_tl1.py``):
+the messages of ``make_store_v1`` in compact commit-log records (version 2) and
+32-byte timer entries (version 1). The upgrade is per segment, like the commit log's:
+the old timer segments are read as they are, the last one is sealed at open, and new
+entries (and rolled copies) go to new segments of version 2. These tests show that
+such a store opens, drains exactly what was pending (cancels before the upgrade hold,
+cancels after it apply), takes new entries, and survives kill -9 at points of its
+first appends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
+from delaybridge.timerlog import ManualClock, TimerStore
+from tests.unit.timerlog.fixtures.make_store_v1 import SETTINGS, record
+from tests.unit.timerlog.support import drain
+from tests.unit.timerlog.test_timerlog_upgrade import drain_all, new_record
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EXPECTED = json.loads((FIXTURES / "store_tl1.json").read_text())
+REPO = Path(__file__).parents[3]
+
+
+def copy_tl1(tmp_path: Path) -> Path:
+    directory = tmp_path / "store"
+    shutil.copytree(FIXTURES / "store_tl1", directory)
+    return directory
+
+
+def timer_versions(directory: Path) -> dict[str, tuple[int, int]]:
+    """(format version, entry size) of each timer-log segment, by file name."""
+    out = {}
+    for path in sorted((directory / "timerlog").glob("*.tlog")):
+        h = FileHeader.decode(path.read_bytes()[:HEADER_SIZE], path, FileKind.TIMER_LOG)
+        out[path.name] = (h.version, h.entry_size)
+    return out
+
+
+def test_a_timer_log_v1_store_opens_drains_exactly_and_takes_cancels(tmp_path: Path) -> None:
+    directory = copy_tl1(tmp_path)
+    old = {p.name: p.read_bytes() for p in (directory / "timerlog").glob("*.tlog")}
+    assert set(timer_versions(directory).values()) == {(1, 32)}
+    clock = ManualClock(EXPECTED["now_ms"])
+    store = TimerStore.open(directory, SETTINGS, clock)
+    pending = EXPECTED["pending"]
+    assert store.stats().pending == len(pending)
+    for gone in EXPECTED["cancelled"] + EXPECTED["delivered"]:
+        assert store.lookup(gone) is None
+    assert store.lookup("order-100") == record(100)  # found through a v1 entry
+    late = ["order-30", "order-124", "order-149"]  # in the window, and two ROLLs
+    assert store.cancel([(c, None) for c in late]) == [True, True, True]
+    store.append([new_record(i) for i in range(10)])
+    store.flush()
+    after = timer_versions(directory)
+    assert len(after) == len(old) + 1 and list(after.values())[-1] == (2, 20)
+    for name, data in old.items():  # nothing old is rewritten
+        assert (directory / "timerlog" / name).read_bytes()[: len(data)] == data
+    assert store.lookup("new-3") == new_record(3)  # found through a v2 entry
+    assert store.cancel([("new-4", None)]) == [True]
+    got = drain_all(store, clock)
+    store.close()
+    want = [record(int(i.split("-")[1])) for i in pending if i not in late]
+    want += [new_record(i) for i in range(10) if i != 4]
+    assert sorted(got) == sorted(want)  # each once, every field as written
+    store = TimerStore.open(directory, SETTINGS, clock)  # only v2 segments left, or both
+    assert store.stats().pending == 0 and drain(store) == []
+    store.append([new_record(i) for i in range(20, 25)])
+    clock.advance(SETTINGS.window_ms)
+    assert sorted(r.id for r in drain(store)) == [f"new-{i}" for i in range(20, 25)]
+    store.close()
+
+
+def test_a_timer_log_v1_store_recovers_after_a_crash_with_new_entries(tmp_path: Path) -> None:
+    directory = copy_tl1(tmp_path)
+    clock = ManualClock(EXPECTED["now_ms"])
+    store = TimerStore.open(directory, SETTINGS, clock)
+    store.append([new_record(i) for i in range(5)])
+    store.flush()
+    store.append([new_record(i) for i in range(5, 10)])  # not flushed: lost in the crash
+    store.abandon()
+    store = TimerStore.open(directory, SETTINGS, clock)
+    got = [r.id for r in drain_all(store, clock)]
+    store.close()
+    assert len(got) == len(set(got))
+    assert set(got) == set(EXPECTED["pending"]) | {f"new-{i}" for i in range(5)}
+
+
+def test_a_timer_log_v1_store_without_its_checkpoint_is_rescued(tmp_path: Path) -> None:
+    """The rescue reads both entry formats from the files alone."""
+    directory = copy_tl1(tmp_path)
+    clock = ManualClock(EXPECTED["now_ms"])
+    store = TimerStore.open(directory, SETTINGS, clock)
+    store.append([new_record(i) for i in range(5)])
+    store.flush()
+    store.close()
+    (directory / "checkpoint").unlink()
+    store = TimerStore.open(directory, SETTINGS, clock)
+    assert store.rescued
+    got = {r.id for r in drain_all(store, clock)}
+    store.close()
+    assert set(EXPECTED["pending"]) | {f"new-{i}" for i in range(5)} <= got
+
+
+CHILD = """
+import json
+import sys
+from pathlib import Path
+from delaybridge.timerlog import ManualClock, TimerStore
+from tests.unit.timerlog.fixtures.make_store_v1 import SETTINGS
+from tests.unit.timerlog.test_timerlog_upgrade import new_record
+clock = ManualClock(int(sys.argv[2]))
+store = TimerStore.open(Path(sys.argv[1]), SETTINGS, clock)
+print("open", flush=True)
+i = 0
+delivered = []
+while True:
+    store.append([new_record(j) for j in range(i, i + 7)])
+    i += 7
+    while got := store.take_due(5):  # deliveries and rolls write v2 entries too
+        delivered += [d.record.id for d in got]
+        store.mark_delivered(got[-1].cursor)
+    clock.advance(300)
+    if i % 14 == 0:
+        store.flush()
+        print(i, json.dumps(delivered), flush=True)
+"""
+
+
+@pytest.mark.parametrize("lines", [1, 2, 4, 9])
+def test_kill_9_during_the_upgrade_leaves_a_store_that_opens_and_drains(
+    tmp_path: Path, lines: int
+) -> None:
+    """SIGKILL after the open (the v1 tail sealed, nothing new yet), after the first
+    flush into a new version-2 segment, and a few segments (and rolls) later: what was
+    flushed is kept, what was delivered and flushed never comes again, the rest comes
+    once."""
+    directory = copy_tl1(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(directory), str(EXPECTED["now_ms"])],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+    assert child.stdout is not None
+    said = [child.stdout.readline().strip() for _ in range(lines)]
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert said[0] == "open"
+    flushed, done = 0, set()
+    if lines > 1:
+        count, ids = said[-1].split(" ", 1)
+        flushed, done = int(count), set(json.loads(ids))
+    if lines > 4:  # 112 new entries and their rolls: two v2 segments of 64 at least
+        assert list(timer_versions(directory).values())[-2:] == [(2, 20), (2, 20)]
+    clock = ManualClock(int(EXPECTED["now_ms"]) + 300 * flushed // 7)
+    store = TimerStore.open(directory, SETTINGS, clock)
+    got = [r.id for r in drain_all(store, clock)]
+    store.close()
+    assert len(got) == len(set(got))
+    every = set(EXPECTED["pending"]) | {f"new-{i}" for i in range(flushed)}
+    assert set(got) == every - done
