@@ -143,16 +143,24 @@ def decode(raw: Compact, indexes: I64, bases: Bases) -> wide.Entries:
     """Wide entries (``timer_codec.DTYPE``, ``crc`` 0) of stored entries at ``indexes``;
     no CRC check (see :func:`bad_rows`)."""
     tick_ms, cl_base, tick_base = bases
-    out = np.zeros(len(raw), dtype=wide.DTYPE)
+    out = np.empty(len(raw), dtype=wide.DTYPE)  # filled field by field, in place:
+    out["crc"] = 0  # few temporaries (recovery decodes 1 Mi entries at a time)
     out["id_hash"] = raw["id_hash"]
-    back = raw["prev_back"].astype(np.int64)
-    out["prev"] = np.where(back == 0, -1, indexes - back)
+    back = raw["prev_back"]
+    prev = out["prev"]
+    prev[...] = indexes
+    prev -= back
+    prev[back == 0] = -1
     word = raw["tick_word"]
-    ticks = (word & np.uint32(TICK_MASK)).astype(np.int64) - TICK_BIAS
-    out["slot_ms"] = ticks * tick_ms + tick_base
-    kinds = (word >> np.uint32(TYPE_SHIFT)).astype(np.uint64)
-    cl = raw["cl_delta"].astype(np.uint64) + np.uint64(cl_base)
-    out["cl_word"] = cl | (kinds << np.uint64(wide.TYPE_SHIFT))
+    slot = out["slot_ms"]
+    slot[...] = word & np.uint32(TICK_MASK)
+    slot -= TICK_BIAS
+    slot *= tick_ms
+    slot += tick_base
+    cl = out["cl_word"]
+    cl[...] = word >> np.uint32(TYPE_SHIFT)
+    cl <<= np.uint64(wide.TYPE_SHIFT)
+    cl |= raw["cl_delta"].astype(np.uint64) + np.uint64(cl_base)
     return out
 
 
