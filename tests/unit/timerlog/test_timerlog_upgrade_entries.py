@@ -20,10 +20,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from delaybridge.durable import pwrite_all
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
-from delaybridge.timerlog import ManualClock, TimerStore
+from delaybridge.timerlog import ManualClock, TimerStore, segments, timer_codec
+from delaybridge.timerlog.timer_log import TimerLog
 from tests.unit.timerlog.fixtures.make_store_v1 import SETTINGS, record
 from tests.unit.timerlog.support import drain
 from tests.unit.timerlog.test_timerlog_upgrade import drain_all, new_record
@@ -117,7 +120,8 @@ CHILD = """
 import json
 import sys
 from pathlib import Path
-from delaybridge.timerlog import ManualClock, TimerStore
+from delaybridge.timerlog import ManualClock, TimerStore, segments, timer_codec
+from delaybridge.timerlog.timer_log import TimerLog
 from tests.unit.timerlog.fixtures.make_store_v1 import SETTINGS
 from tests.unit.timerlog.test_timerlog_upgrade import new_record
 clock = ManualClock(int(sys.argv[2]))
@@ -173,3 +177,50 @@ def test_kill_9_during_the_upgrade_leaves_a_store_that_opens_and_drains(
     assert len(got) == len(set(got))
     every = set(EXPECTED["pending"]) | {f"new-{i}" for i in range(flushed)}
     assert set(got) == every - done
+
+
+def wide(first: int, slots: list[int], cl0: int) -> np.ndarray:
+    n = len(slots)
+    return timer_codec.build(
+        np.arange(n, dtype=np.uint32),
+        np.full(n, -1, np.int64),
+        np.array(slots, np.int64),
+        np.arange(cl0, cl0 + n, dtype=np.int64),
+        np.ones(n, np.uint64),
+        crc=False,
+    )
+
+
+def test_a_batch_its_segment_cannot_hold_starts_a_new_one_even_over_a_failed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bases that do not fit seal the segment early; an empty segment left by a failed
+    write (a full disk) is replaced, not duplicated, when the next batch needs others."""
+    t0 = 1_700_000_000_000
+    far = t0 + (1 << 30) * 100  # 2^30 ticks later: beyond the first segment's bases
+    log = TimerLog(tmp_path, 64, 16, 100)
+    log.open(0)
+    assert log.append(wide(0, [t0, t0 + 100], 0)) == 0
+    assert log.append(wide(2, [far], 10)) == 2  # sealed early: a new segment at entry 2
+    assert [s.base for s in log.log.segments] == [0, 64]
+
+    def fail_data(fd: int, data: bytes, offset: int) -> None:
+        if offset >= HEADER_SIZE:  # the new segment's header is written, its data not
+            raise OSError(28, "No space left on device")
+        pwrite_all(fd, data, offset)
+
+    monkeypatch.setattr(segments, "pwrite_all", fail_data)
+    with pytest.raises(OSError):
+        log.append(wide(3, [t0], 11))  # back near t0: a new segment, its write fails
+    monkeypatch.setattr(segments, "pwrite_all", pwrite_all)
+    assert [s.base for s in log.log.segments] == [0, 64, 96] and log.end == 3
+    assert log.append(wide(3, [far + 100], 12)) == 3  # other bases: the empty one replaced
+    assert [s.base for s in log.log.segments] == [0, 64, 96]
+    assert log.read(0, 4, check=True)["slot_ms"].tolist() == [t0, t0 + 100, far, far + 100]
+    log.sync()
+    log.close()
+    again = TimerLog(tmp_path, 64, 16, 100)
+    again.open(4)
+    assert again.read(0, 4, check=True)["slot_ms"].tolist() == [t0, t0 + 100, far, far + 100]
+    assert again.entry(3).cl_pos == 12
+    again.close()
