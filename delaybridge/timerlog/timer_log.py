@@ -211,7 +211,7 @@ class TimerLog:
             seg = self.log.segments[int(s)]
             rows = seg_of == s
             at = indexes[rows]
-            raw = tseg.view(seg, HEADER_SIZE, seg.capacity // ENTRY)[at - bases[s]]  # a copy
+            raw = tseg.take(seg, at - bases[s])
             bad = tseg.bad_rows(seg, raw) if check else None
             if bad is not None and len(bad):
                 self._raise(seg, int(at[bad[0]]))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from delaybridge.fileformat import FileHeader, FileKind
+from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 from delaybridge.timerlog import compact_entry as compact
 from delaybridge.timerlog import timer_codec as codec
 from delaybridge.timerlog.segments import Segment
@@ -46,6 +46,16 @@ def view(seg: Segment, offset: int, count: int) -> npt.NDArray[np.void]:
     """``count`` stored entries from file ``offset`` (no copy)."""
     dtype = codec.DTYPE if seg.entry_size == codec.ENTRY_SIZE else compact.DTYPE
     return np.frombuffer(seg.map(), dtype=dtype, count=count, offset=offset)
+
+
+def take(seg: Segment, rows: I64) -> npt.NDArray[np.void]:
+    """Copies of the stored entries at ``rows`` (0 = the segment's first entry):
+    ``np.take`` over 4-byte words, ~10x faster than fancy indexing a structured array."""
+    words = seg.entry_size // 4
+    table = np.frombuffer(seg.map(), np.uint32, seg.capacity // UNIT * words, HEADER_SIZE)
+    got = np.take(table.reshape(-1, words), rows, axis=0)
+    dtype = codec.DTYPE if seg.entry_size == codec.ENTRY_SIZE else compact.DTYPE
+    return got.view(dtype).reshape(-1)
 
 
 def decode(seg: Segment, raw: npt.NDArray[np.void], indexes: int | I64) -> codec.Entries:
