@@ -1,4 +1,8 @@
-"""Timer-log entry format: 32 fixed bytes pointing to a commit-log record.
+"""Timer-log entry format version 1: 32 fixed bytes pointing to a commit-log record.
+
+Written by builds before timer log version 2 (now read only, from old segments), and
+the wide in-memory form every reader of the timer log gets whatever the segment holds
+(:mod:`compact_entry` is the 20-byte stored form of version 2).
 
 Like RocketMQ's 52-byte TimerLog unit, each entry points to its message in the
 commit log and to the previous entry of the same wheel slot, so a slot is a linked
