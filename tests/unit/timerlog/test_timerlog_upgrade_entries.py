@@ -26,6 +26,7 @@ import pytest
 from delaybridge.durable import pwrite_all
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 from delaybridge.timerlog import ManualClock, TimerStore, segments, timer_codec
+from delaybridge.timerlog import timer_segments as tseg
 from delaybridge.timerlog.timer_log import TimerLog
 from tests.unit.timerlog.fixtures.make_store_v1 import SETTINGS, record
 from tests.unit.timerlog.support import drain
@@ -121,6 +122,7 @@ import json
 import sys
 from pathlib import Path
 from delaybridge.timerlog import ManualClock, TimerStore, segments, timer_codec
+from delaybridge.timerlog import timer_segments as tseg
 from delaybridge.timerlog.timer_log import TimerLog
 from tests.unit.timerlog.fixtures.make_store_v1 import SETTINGS
 from tests.unit.timerlog.test_timerlog_upgrade import new_record
@@ -224,3 +226,27 @@ def test_a_batch_its_segment_cannot_hold_starts_a_new_one_even_over_a_failed_one
     assert again.read(0, 4, check=True)["slot_ms"].tolist() == [t0, t0 + 100, far, far + 100]
     assert again.entry(3).cl_pos == 12
     again.close()
+
+
+def test_a_slot_list_threads_from_v2_entries_back_into_v1_ones(tmp_path: Path) -> None:
+    """The three readers of a list (``chase`` one entry at a time, ``gather`` in
+    arrays, ``entry``) agree on a list whose newest entries are v2 and oldest v1."""
+    directory = copy_tl1(tmp_path)
+    store = TimerStore.open(directory, SETTINGS, ManualClock(EXPECTED["now_ms"]))
+    old = record(100)  # pending, due within the window: its entry is in a v1 segment
+    store.append([new_record(i)._replace(due_ms=old.due_ms) for i in range(3)])
+    timer = store.timer
+    chain = [timer.end - 1]
+    while (prev := timer.entry(chain[-1]).prev) >= 0:
+        chain.append(prev)
+    chain.reverse()
+    versions = [tseg.bases_of(timer.log.locate(i * 32)[0]) is None for i in chain]
+    assert versions[0] and not versions[-1]  # v1 first, v2 last
+    idx, cls, kinds = timer.chase(chain[-1], len(chain))
+    assert list(idx) == chain
+    gathered = timer.gather(np.array(chain, np.int64))
+    assert timer_codec.positions_of(gathered).tolist() == list(cls)
+    assert timer_codec.kinds_of(gathered).tolist() == list(kinds)
+    assert gathered["prev"].tolist() == [-1, *chain[:-1]]
+    assert len(set(gathered["slot_ms"].tolist())) == 1
+    store.close()
