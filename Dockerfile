@@ -27,16 +27,30 @@ RUN --mount=type=secret,id=pip_cert \
     if [ -f /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
  && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > requirements.txt \
  && /opt/delaybridge/bin/pip install --quiet -r requirements.txt
-# Then the package itself, as a wheel (no editable install, no source tree in the image).
+# The compiled hot path (docs/dependencies.md, "The compiled hot path"): a C compiler
+# and Python's headers in this stage only, and mypy (whose mypyc compiles) in a
+# throw-away virtualenv. Where the package mirror is unreachable the image still builds
+# and runs the same code as pure Python (`delaybridge version` below says which).
+RUN --mount=type=secret,id=pip_cert \
+    if [ -f /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+ && { { apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+          gcc libc6-dev python3-dev >/dev/null && python3 -m venv /opt/build-tools \
+        && /opt/build-tools/bin/pip install --quiet "mypy>=1.13"; } \
+      || echo "no compiler toolchain: the image runs the pure-Python hot path"; }
+# Then the package itself, as a wheel (no editable install, no source tree in the image),
+# with delaybridge_compiled/ (the extension modules) in it when they built.
 COPY . ./
 RUN --mount=type=secret,id=pip_cert \
     if [ -f /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
  && constraints="" \
  && if [ -f constraints.txt ]; then constraints="-c constraints.txt"; fi \
+ && if [ -x /opt/build-tools/bin/python ]; then \
+      /opt/build-tools/bin/python -m delaybridge.tools.build_compiled --dest /src || true; fi \
  && /opt/delaybridge/bin/pip wheel --quiet --no-deps --wheel-dir /wheels . \
  && /opt/delaybridge/bin/pip install --quiet $constraints /wheels/delaybridge-*.whl \
  && /opt/delaybridge/bin/python -c 'import importlib.util as u; assert u.find_spec("pyspark") is None, "PySpark must not be in the sidecar image"' \
  && /opt/delaybridge/bin/delaybridge --help > /dev/null \
+ && /opt/delaybridge/bin/delaybridge version \
  && /opt/delaybridge/bin/pip uninstall --quiet --yes pip setuptools
 
 FROM ${BASE_IMAGE}

@@ -36,9 +36,20 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     bench_parser = commands.add_parser("bench", help="benchmarks: print a table, write JSON")
     bench = bench_parser.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    version = commands.add_parser("version", help="the version, and which hot path runs")
+    version.set_defaults(handler=_version)
     for name in _PARTS:
         importlib.import_module(name).register(commands, bench)
     return parser
+
+
+def _version(args: argparse.Namespace) -> int:
+    from delaybridge import __version__, hotpath
+
+    print(f"delaybridge {__version__}, hot path: {hotpath.implementation()}")
+    for choice in hotpath.choices().values():
+        print(f"  {choice.module}: {choice.implementation} ({choice.reason})")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

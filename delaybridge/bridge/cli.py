@@ -103,6 +103,7 @@ def _kafka_target(args: argparse.Namespace) -> tuple[KafkaSettings, str]:
 def _run(args: argparse.Namespace) -> int:
     import signal
 
+    from delaybridge import hotpath
     from delaybridge.bridge.http import HttpServer
     from delaybridge.bridge.service import Service
     from delaybridge.bridge.settings import load
@@ -124,6 +125,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.worker is not None:
         settings = worker_settings(settings, args.worker)
     service = Service(settings, worker=args.worker or 0)
+    hotpath.announce()  # compiled (mypyc) or pure Python: logged once per process
 
     def on_signal(signum: int, _frame: object) -> None:
         service.stop()

@@ -14,15 +14,19 @@ while deciding about it dead-letters it as ``internal-error`` (it is kept, never
 and the partition moves on); a record the store's format cannot hold, though classify
 let it through, is dead-lettered alone while the rest of its run is stored.
 
-Offsets stay contiguous: a partition's pending run of schedules is appended *before* a
-side write of a later offset starts, so the commit position (``bridge/offsets.py``)
-never covers a schedule that is not in the store, even when the loop dies mid-batch.
+Offsets stay contiguous: a batch's schedules are appended, one ``append`` per partition,
+*before* any side write of the batch starts, so the commit position
+(``bridge/offsets.py``) never covers a schedule that is not in the store (commits happen
+between batches, never inside one). Interleaved orders and cancels therefore cost one
+append per batch, not one per order; the cancel topic's order does not matter (the
+cancel rule compares delay-topic timestamps and offsets, ``bridge/cancels.py``).
 Schedules at offsets the store already holds (a re-read after a restart) are skipped;
 cancels, replaces and dead letters are written again (harmless duplicates).
 
 A run the store has no room for (disk full) is not lost: :meth:`Ingestor.handle`
-returns where to read its partition again from, and the service seeks there and
-pauses ingest until there is room (``bridge/flow.py``). One owner thread.
+returns where to read its partition again from (its side writes from there on are not
+started: they are read again too), and the service seeks there and pauses ingest until
+there is room (``bridge/flow.py``). One owner thread.
 """
 
 from __future__ import annotations
@@ -79,7 +83,7 @@ class Ingestor:
         store had no room for a run (from its first record), empty when all went in."""
         now_ms = self._clock.now_ms()
         runs: dict[PartKey, Run] = {}
-        full: dict[PartKey, int] = {}
+        later: dict[PartKey, list[tuple[Message, Cancel | Rejected]]] = {}
         for msg in messages:
             err = msg.error()
             if err is not None:
@@ -92,8 +96,6 @@ class Ingestor:
             part = parts.get(key)
             if part is None or part.revoking or part.role is not Role.ACTIVE:
                 continue  # revoked meanwhile (the next owner reads it) or still restoring
-            if key in full:
-                continue  # read again after the rewind
             try:
                 record = _source_record(msg)
                 decision = classify(record, self._rules, now_ms)
@@ -111,19 +113,28 @@ class Ingestor:
                     replace = Cancel(decision.id, decision.target_topic)
                     self._publish_cancel(part, msg, replace, replace=True)
                 continue
-            rewind = self._store_run(part, runs.pop(key, None))  # offsets stay contiguous
-            if rewind is not None:
-                full[key] = rewind
-                continue
-            if isinstance(decision, Cancel):
-                self._publish_cancel(part, msg, decision)
-            else:
-                self._dead_letter(part, msg, decision)
+            later.setdefault(key, []).append((msg, decision))
+        full: dict[PartKey, int] = {}
         for key, run in runs.items():
             rewind = self._store_run(parts[key], run)
             if rewind is not None:
                 full[key] = rewind
+        for key, writes in later.items():
+            self._side_writes(parts[key], writes, full.get(key))
         return [TopicPartition(t, p, offset) for (t, p), offset in full.items()]
+
+    def _side_writes(
+        self, part: PartitionState, writes: list[tuple[Message, Cancel | Rejected]],
+        rewind: int | None,
+    ) -> None:  # fmt: skip
+        """Start a partition's side writes of the batch, up to its rewind if it has one."""
+        for msg, decision in writes:
+            if rewind is not None and _offset(msg) >= rewind:
+                return  # read again after the rewind, with the run before it
+            if isinstance(decision, Cancel):
+                self._publish_cancel(part, msg, decision)
+            else:
+                self._dead_letter(part, msg, decision)
 
     def _store_run(self, part: PartitionState, run: Run | None) -> int | None:
         """Append a run; the offset to read again from if the disk had no room."""

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info, ProcessCollector
 
-from delaybridge import __version__
+from delaybridge import __version__, hotpath
 from delaybridge.bridge.control import Direction
 from delaybridge.bridge.labels import DEFAULT_TOPIC_LABELS, LabelBudget
 from delaybridge.bridge.lateness import LatenessHistogram
@@ -47,7 +47,7 @@ class Metrics:
         self._target_topic = LabelBudget(topic_labels)
 
         Info("delaybridge_build", "Version of the running sidecar.", registry=r).info(
-            {"version": __version__}
+            {"version": __version__, "hot_path": hotpath.implementation()}  # mypyc or pure
         )
         if process:
             # process_resident_memory_bytes, cpu, open fds: the 1M-in-one-tick RSS check.

@@ -7,13 +7,18 @@ keeps, per partition, the highest offset handed to the store and the offsets who
 produce is still unacknowledged; the commit position is the lower of "one past what
 the last flush covered" and "the oldest unacknowledged produce".
 
+Produces start in any offset order (ingest appends a batch's schedules, whose replaces
+and changelog values start at once, before the batch's cancels and dead letters of
+earlier offsets) and one offset may have several (a schedule's changelog value and its
+replace): each is counted, and the oldest offset with one outstanding holds the commit.
+
 Not thread-safe: the service's owner thread calls it (delivery callbacks run inside
 ``producer.poll`` on that same thread).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import heapq
 
 
 class OffsetTracker:
@@ -22,7 +27,9 @@ class OffsetTracker:
     def __init__(self, start_offset: int) -> None:
         self._handled_upto = start_offset - 1  # every offset <= this was handled
         self._flushed_upto = start_offset - 1  # ... and durable, as of the last flush
-        self._unacked: OrderedDict[int, bool] = OrderedDict()  # offset -> acked yet?
+        self._unacked: dict[int, int] = {}  # offset -> produces not yet acknowledged
+        self._oldest: list[int] = []  # a heap of offsets, some maybe acked (skipped lazily)
+        self._outstanding = 0
         self._committed = start_offset
 
     def handled(self, offset: int) -> None:
@@ -30,17 +37,28 @@ class OffsetTracker:
         self._handled_upto = max(self._handled_upto, offset)
 
     def produce_started(self, offset: int) -> None:
-        self._unacked[offset] = False
+        count = self._unacked.get(offset, 0)
+        if not count:
+            heapq.heappush(self._oldest, offset)
+        self._unacked[offset] = count + 1
+        self._outstanding += 1
         self.handled(offset)
 
     def produce_acked(self, offset: int) -> None:
-        if offset in self._unacked:
-            self._unacked[offset] = True
-        while self._unacked:
-            first, acked = next(iter(self._unacked.items()))
-            if not acked:
-                break
-            del self._unacked[first]
+        count = self._unacked.get(offset, 0)
+        if not count:
+            return
+        self._outstanding -= 1
+        if count > 1:
+            self._unacked[offset] = count - 1
+        else:
+            del self._unacked[offset]
+
+    def _oldest_unacked(self) -> int | None:
+        oldest = self._oldest
+        while oldest and oldest[0] not in self._unacked:
+            heapq.heappop(oldest)
+        return oldest[0] if oldest else None
 
     def store_flushed(self) -> None:
         """Call right after the store's flush(): what was handled before it is durable."""
@@ -50,16 +68,14 @@ class OffsetTracker:
         """Where to resume if a flush made everything handled so far durable: the store
         saves it with that flush (mark ``source_resume``)."""
         position = self._handled_upto + 1
-        if self._unacked:
-            position = min(position, next(iter(self._unacked)))
-        return position
+        oldest = self._oldest_unacked()
+        return position if oldest is None else min(position, oldest)
 
     def commit_position(self) -> int:
         """The next offset to consume after a restart: everything before it is durable."""
         position = self._flushed_upto + 1
-        if self._unacked:
-            position = min(position, next(iter(self._unacked)))
-        return position
+        oldest = self._oldest_unacked()
+        return position if oldest is None else min(position, oldest)
 
     def take_commit(self) -> int | None:
         """The position to commit now, or None when it has not moved since last time."""
@@ -76,4 +92,5 @@ class OffsetTracker:
 
     @property
     def unacked(self) -> int:
-        return len(self._unacked)
+        """Produces started and not yet acknowledged."""
+        return self._outstanding

@@ -218,7 +218,8 @@ class Partitions:
 
     def next_due_ms(self, default_ms: int) -> int:
         """The earliest next due time of any owned store, or ``default_ms``."""
-        due = [d for p in self.by_key.values() if (d := p.store.next_due_ms()) is not None]
+        stores = [p.store for p in self.by_key.values()]
+        due = [d for s in stores if (d := s.next_due_ms(default_ms)) is not None]
         return min([default_ms, *due])
 
     def flush_and_commit(

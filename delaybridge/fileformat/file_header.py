@@ -27,7 +27,7 @@ from pathlib import Path
 from delaybridge.errors import IntegrityError
 
 FORMAT_VERSION = 1
-"""The version every file kind started at (and the timer log and wheel keep)."""
+"""The version every file kind started at (and the wheel and the id index keep)."""
 
 HEADER = struct.Struct(
     "<"
@@ -59,7 +59,7 @@ class FileKind(Enum):
 
 CURRENT_VERSIONS = {
     FileKind.COMMIT_LOG: 2,  # 2: compact records (type 2) beside the wide ones
-    FileKind.TIMER_LOG: FORMAT_VERSION,
+    FileKind.TIMER_LOG: 2,  # 2: 20-byte entries relative to the segment (compact_entry)
     FileKind.WHEEL: FORMAT_VERSION,
     FileKind.CANCEL_LOG: 2,  # 2: cancels carry when they were sent (docs/storage.md)
     FileKind.TIMER_INDEX: FORMAT_VERSION,

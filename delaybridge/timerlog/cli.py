@@ -41,6 +41,11 @@ def register(commands: Any, bench: Any) -> None:
     )
     store.add_argument("--json", type=Path, default=Path("bench-results/store.json"))
     store.add_argument(
+        "--hot-path", default="", metavar="compiled,pure",
+        help="run each size once per hot path listed, in this order, in this process "
+        "(default: the one delaybridge/hotpath.py chose)",
+    )  # fmt: skip
+    store.add_argument(
         "--work-dir",
         type=Path,
         default=None,
@@ -100,17 +105,25 @@ def _bench_store(args: argparse.Namespace) -> int:
     sizes = [int(x) for x in args.pending.split(",") if x.strip()]
     work = args.work_dir or default_work_dir()
     work.mkdir(parents=True, exist_ok=True)
-    results = []
+    from delaybridge import hotpath
+
+    paths = [p.strip() for p in args.hot_path.split(",") if p.strip()]
+    results, ran = [], []
     try:
         with Progress() as progress:
             for n in sizes:
-                results.append(run_one(n, work, args.deliver, progress))
+                for path in paths or [""]:
+                    ran.append(
+                        hotpath.switch(path == "compiled") if path else hotpath.implementation()
+                    )
+                    results.append(run_one(n, work, args.deliver, progress))
     finally:
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
     table = Table(title="delaybridge bench store")
     columns = [
         "pending",
+        "hot path",
         "append/s (cpu)",
         "deliver/s (cpu)",
         "RSS max MB",
@@ -121,9 +134,10 @@ def _bench_store(args: argparse.Namespace) -> int:
     ]
     for c in columns:
         table.add_column(c, justify="right")
-    for r in results:
+    for r, path in zip(results, ran, strict=True):
         table.add_row(
             f"{r.pending:,}",
+            path,
             f"{r.append_per_s:,.0f} ({r.append_per_cpu_s:,.0f})",
             f"{r.deliver_per_s:,.0f} ({r.deliver_per_cpu_s:,.0f})",
             f"{r.rss_mb_max:.0f}",
@@ -134,7 +148,12 @@ def _bench_store(args: argparse.Namespace) -> int:
         )
     Console().print(table)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"store": [r.as_json() for r in results]}, indent=2))
+    args.json.write_text(
+        json.dumps(
+            {"store": [r.as_json() | {"hot_path": p} for r, p in zip(results, ran, strict=True)]},
+            indent=2,
+        )
+    )
     print(f"wrote {args.json}")
     return 0
 

@@ -5,18 +5,20 @@ this module re-exports its names. ``encode_batch`` writes the compact layout for
 every record whose fields fit it (ids and topics <= 255 bytes, keys <= 64 KiB, a
 partition < 32,768, a delay within +-24.8 days of the source timestamp, an offset
 below 2**32) and the wide one otherwise; ``decode_many`` reads both.
+
+The loops themselves are in :mod:`codec_core`, compiled with mypyc where a matching
+build is installed (``delaybridge/hotpath.py``); this module calls whichever is in use.
 """
 
 from __future__ import annotations
 
 import mmap
-import struct
-import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
-from delaybridge.errors import IntegrityError
+from delaybridge import hotpath
+from delaybridge.timerlog import codec_core
 from delaybridge.timerlog.commit_format import (
     COMPACT,
     COMPACT_SIZE,
@@ -28,16 +30,14 @@ from delaybridge.timerlog.commit_format import (
     NULL_KEY,
     NULL_VALUE,
     PREFIX,
+    EncodedBatch,
     RecordType,
     check,
-    decode_headers,
     due_of,
-    encode_headers,
     record_length,
     source_offset_of,
 )
-from delaybridge.timerlog.errors import InvalidRecord
-from delaybridge.timerlog.records import Headers, TimerRecord
+from delaybridge.timerlog.records import TimerRecord
 
 __all__ = [
     "COMPACT",
@@ -61,43 +61,10 @@ __all__ = [
     "record_length",
     "source_offset_of",
 ]
-_new = tuple.__new__  # builds the named tuple without its Python-level __new__
 
-
-@dataclass(slots=True)
-class EncodedBatch:
-    """A batch ready to write, plus what the store needs to index it."""
-
-    parts: Sequence[bytes | memoryview]
-    """Encoded records (prefix, body, prefix, body, ...; or whole records, as in
-    ``raw_records``): join and write once."""
-    sizes: list[int]
-    id_hashes: list[int]
-    """CRC-32 of each id (the timer log's cancel/lookup filter)."""
-    due_ms: list[int]
-    topics: list[str]
-    max_source_offset: int
-
-    def records(self) -> list[bytes]:
-        """Each record, whole (its prefix and body), as written."""
-        parts = self.parts
-        if len(parts) == len(self.sizes):  # already whole (see raw_records)
-            return [bytes(p) for p in parts]
-        return [bytes(parts[i]) + bytes(parts[i + 1]) for i in range(0, len(parts), 2)]
-
-
-_topic_bytes: dict[str, bytes] = {}
-
-
-def _encode_topic(topic: str) -> bytes:
-    if len(_topic_bytes) > 10_000:  # topics are few; this only guards against abuse
-        _topic_bytes.clear()
-    tb = _topic_bytes[topic] = topic.encode()
-    return tb
-
-
-def _wide_only(*fields: object) -> bytes:
-    raise struct.error("the wide layout was asked for")
+#: The codec in use: ``codec_core`` compiled when a matching build is installed, else
+#: the module itself (``delaybridge/hotpath.py``). Tests swap it to run both.
+_core: ModuleType = hotpath.select(codec_core)
 
 
 def encode_batch(records: Sequence[TimerRecord], compact: bool = True) -> EncodedBatch:
@@ -107,96 +74,8 @@ def encode_batch(records: Sequence[TimerRecord], compact: bool = True) -> Encode
     layout of format version 1, for tests and fixtures), wide otherwise. Raises
     InvalidRecord (naming the record) if a field does not fit the wide layout either.
     """
-    pack_fields = FIELDS.pack
-    pack_compact = COMPACT.pack if compact else _wide_only
-    pack_prefix = PREFIX.pack
-    crc32 = zlib.crc32
-    join = b"".join
-    topic_bytes = _topic_bytes
-    wide, short = int(RecordType.WIDE), int(RecordType.COMPACT)
-    struct_error = struct.error
-    out: list[bytes] = []
-    sizes: list[int] = []
-    hashes: list[int] = []
-    dues: list[int] = []
-    topics: list[str] = []
-    push, push_size, push_hash = out.append, sizes.append, hashes.append
-    push_due, push_topic = dues.append, topics.append
-    max_offset = -1
-    try:  # costs nothing until it catches
-        for rid, due_ms, topic, partition, key, value, headers, offset, ts in records:
-            idb = rid.encode()
-            tb = topic_bytes.get(topic) or _encode_topic(topic)
-            hb = encode_headers(headers) if headers else b""
-            try:  # the compact layout; a field that does not fit it: the wide one
-                body = join(
-                    (
-                        pack_compact(
-                            short,
-                            (1 if key is None else 0) + (2 if value is None else 0),
-                            len(idb),
-                            len(tb),
-                            len(headers),
-                            len(key) if key else 0,
-                            partition,
-                            due_ms - ts,
-                            due_ms,
-                            offset,
-                        ),
-                        idb,
-                        tb,
-                        key or b"",
-                        hb,
-                        value or b"",
-                    )
-                )
-            except struct_error:
-                body = join(
-                    (
-                        pack_fields(
-                            wide,
-                            len(idb),
-                            len(tb),
-                            len(headers),
-                            due_ms,
-                            offset,
-                            ts,
-                            partition,
-                            -1 if key is None else len(key),
-                            -1 if value is None else len(value),
-                        ),
-                        idb,
-                        tb,
-                        key or b"",
-                        value or b"",
-                        hb,
-                    )
-                )
-            size = len(body) + 8
-            push(pack_prefix(size, crc32(body)))
-            push(body)
-            push_size(size)
-            push_hash(crc32(idb))
-            push_due(due_ms)
-            push_topic(topic)
-            if offset > max_offset:
-                max_offset = offset
-    except (struct_error, OverflowError, AttributeError, TypeError, ValueError) as exc:
-        bad = records[len(sizes)]
-        raise InvalidRecord(
-            f"record {bad.id!r} (source offset {bad.source_offset}) cannot be stored: {exc}"
-        ) from exc
-    return EncodedBatch(out, sizes, hashes, dues, topics, max_offset)
-
-
-_unpack_fields = FIELDS.unpack_from
-_unpack_compact = COMPACT.unpack_from
-_FIELDS_SIZE = FIELDS.size
-_COMPACT_FIELDS = COMPACT.size
-assert _FIELDS_SIZE + PREFIX.size == FIXED_SIZE
-_WIDE = int(RecordType.WIDE)
-_COMPACT = int(RecordType.COMPACT)
-_topic_names: dict[bytes, str] = {}
+    batch: EncodedBatch = _core.encode_batch(records, compact)
+    return batch
 
 
 def decode_many(
@@ -207,76 +86,16 @@ def decode_many(
 ) -> list[TimerRecord]:
     """Check and decode the records at ``maps[segs[i]][offsets[i]]``, in that order.
 
-    The one decoder of both layouts (delivery reads thousands per call, so the loop is
-    written out flat). Any damage raises IntegrityError naming the file and offset.
+    Any damage raises IntegrityError naming the file and offset.
     """
-    out: list[TimerRecord] = []
-    add = out.append
-    unpack_prefix, crc32, new = PREFIX.unpack_from, zlib.crc32, _new
-    unpack_fields, unpack_compact = _unpack_fields, _unpack_compact
-    topic_names = _topic_names
-    fs, cs, wide, short = _FIELDS_SIZE, _COMPACT_FIELDS, _WIDE, _COMPACT
-    for s, off in zip(segs, offsets, strict=True):
-        mm = maps[s]
-        try:
-            length, crc = unpack_prefix(mm, off)
-            body = mm[off + 8 : off + length]
-            if crc32(body) != crc or length < MIN_SIZE:
-                check(mm, off, len(mm), paths[s], off)  # raises, with the reason
-            kind = body[0]
-            if kind == short:
-                (_, flags, id_len, topic_len, n_headers, key_len, partition, delay,
-                 due_ms, source_offset) = unpack_compact(body)  # fmt: skip
-                o = cs + id_len
-                rid = body[cs:o].decode()
-                e = o + topic_len
-                tb = body[o:e]
-                topic = topic_names.get(tb) or _topic_name(tb)
-                o = e + key_len
-                key = None if flags & 1 else body[e:o]  # 1: NULL_KEY
-                headers: Headers = ()
-                if n_headers:
-                    headers, o = decode_headers(body, o, n_headers)
-                if o > len(body):
-                    raise struct.error(f"fields run {o - len(body)} bytes past the record")
-                value = None if flags & 2 else body[o:]  # 2: NULL_VALUE
-                source_ts = due_ms - delay
-            elif kind != wide:
-                raise IntegrityError(f"{paths[s]}: offset {off}: unknown record type {kind}")
-            else:
-                (_, id_len, topic_len, n_headers, due_ms, source_offset, source_ts,
-                 partition, key_len, value_len) = unpack_fields(body)  # fmt: skip
-                o = fs + id_len
-                rid = body[fs:o].decode()
-                e = o + topic_len
-                tb = body[o:e]
-                topic = topic_names.get(tb) or _topic_name(tb)
-                o = e
-                key = None
-                if key_len >= 0:
-                    key = body[o : o + key_len]
-                    o += key_len
-                value = None
-                if value_len >= 0:
-                    value = body[o : o + value_len]
-                    o += value_len
-                headers = decode_headers(body, o, n_headers)[0] if n_headers else ()
-        except (struct.error, UnicodeDecodeError) as exc:
-            raise IntegrityError(f"{paths[s]}: offset {off}: malformed record: {exc}") from exc
-        add(
-            new(
-                TimerRecord,
-                (rid, due_ms, topic, partition, key, value, headers, source_offset, source_ts),
-            )
-        )
+    out: list[TimerRecord] = _core.decode_many(maps, paths, segs, offsets)
     return out
 
 
-def _topic_name(raw: bytes) -> str:
-    if len(_topic_names) > 10_000:  # topics are few; this only guards against abuse
-        _topic_names.clear()
-    name = _topic_names[raw] = raw.decode()
-    return name
+def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    """The header block of one record."""
+    block: bytes = _core.encode_headers(headers)
+    return block
 
 
 def decode(buf: bytes | mmap.mmap, offset: int, path: Path) -> TimerRecord:

@@ -46,11 +46,12 @@ from __future__ import annotations
 import mmap
 import struct
 import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog.records import Headers
 
 PREFIX = struct.Struct(
     "<"
@@ -111,35 +112,6 @@ class RecordType(IntEnum):
     """The name of the wide layout before there were two (an alias of WIDE)."""
 
 
-def encode_headers(headers: Headers) -> bytes:
-    """The header block of one record."""
-    out = []
-    for name, value in headers:
-        nb = name.encode()
-        if value is None:
-            out.append(HEADER_ITEM.pack(len(nb), -1) + nb)
-        else:
-            out.append(HEADER_ITEM.pack(len(nb), len(value)) + nb + value)
-    return b"".join(out)
-
-
-def decode_headers(body: bytes, o: int, n_headers: int) -> tuple[Headers, int]:
-    """The ``n_headers`` headers at ``o`` of ``body``, and the offset after them."""
-    items: list[tuple[str, bytes | None]] = []
-    unpack_item = HEADER_ITEM.unpack_from
-    for _ in range(n_headers):
-        name_len, hv_len = unpack_item(body, o)
-        o += HEADER_ITEM.size
-        name = body[o : o + name_len].decode()
-        o += name_len
-        if hv_len < 0:
-            items.append((name, None))
-        else:
-            items.append((name, body[o : o + hv_len]))
-            o += hv_len
-    return tuple(items), o
-
-
 def record_length(buf: Buffer, offset: int) -> int:
     """The length field of the record at ``offset`` of ``buf`` (no checks)."""
     length: int = PREFIX.unpack_from(buf, offset)[0]
@@ -175,3 +147,25 @@ def source_offset_of(raw: Buffer, offset: int = 0) -> int:
         return offset_u32
     value: int = _Q.unpack_from(raw, offset + 24)[0]
     return value
+
+
+@dataclass(slots=True)
+class EncodedBatch:
+    """A batch ready to write, plus what the store needs to index it."""
+
+    parts: Sequence[bytes | memoryview]
+    """Encoded records (prefix, body, prefix, body, ...; or whole records, as in
+    ``raw_records``): join and write once."""
+    sizes: list[int]
+    id_hashes: list[int]
+    """CRC-32 of each id (the timer log's cancel/lookup filter)."""
+    due_ms: list[int]
+    topics: list[str]
+    max_source_offset: int
+
+    def records(self) -> list[bytes]:
+        """Each record, whole (its prefix and body), as written."""
+        parts = self.parts
+        if len(parts) == len(self.sizes):  # already whole (see raw_records)
+            return [bytes(p) for p in parts]
+        return [bytes(parts[i]) + bytes(parts[i + 1]) for i in range(0, len(parts), 2)]

@@ -34,7 +34,6 @@ import numpy as np
 import numpy.typing as npt
 
 from delaybridge.durable import allocated_bytes
-from delaybridge.fileformat import HEADER_SIZE
 from delaybridge.timerlog import timer_codec as codec
 from delaybridge.timerlog.id_index_file import U16, U32, IndexFile
 from delaybridge.timerlog.segments import Segment, SegmentedLog
@@ -128,9 +127,10 @@ class IdIndex:
 
     def _column(self, seg: Segment, first: int, count: int) -> U32:
         """The ``id_hash`` of entries ``first``.. (a contiguous copy)."""
-        off = HEADER_SIZE + (first - seg.base // ENTRY) * ENTRY
-        table = np.frombuffer(seg.map(), codec.DTYPE, count, off)
-        return np.ascontiguousarray(table["id_hash"])
+        off = seg.offset(first * ENTRY)  # id_hash is the second u32 of both entry formats
+        dtype = np.dtype({"names": ["id_hash"], "formats": ["<u4"], "offsets": [4],
+                          "itemsize": seg.entry_size})  # fmt: skip
+        return np.ascontiguousarray(np.frombuffer(seg.map(), dtype, count, off)["id_hash"])
 
     def _add(self, first: int, base: int, count: int) -> None:
         if first not in self.sealed:

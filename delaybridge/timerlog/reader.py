@@ -37,6 +37,7 @@ from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import lists, passes
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.commit_log import CommitLog
+from delaybridge.timerlog.due_hint import DueHint
 from delaybridge.timerlog.quarantine import Quarantine
 from delaybridge.timerlog.records import DeliveryCursor, DueRecord
 from delaybridge.timerlog.timer_log import TimerLog
@@ -78,8 +79,7 @@ class Reader:
         self._resume = (done.tick_ms, done.index + 1)
         self._w = lists.empty_window(done.tick_ms - tick_ms)
         self._pos = 0
-        self._hint: int | None = None
-        self._hint_valid = False
+        self._due_hint = DueHint(wheel, tick_ms)
         self._roll_retry_ms = 0
         """While the clock is before it, a roll waits for disk space (take_due: [])."""
 
@@ -102,8 +102,7 @@ class Reader:
         )
         self._pos = 0
         self._resume = (tick, skip)
-        if self._hint_valid and self._hint is not None and self._hint <= self._w.end_tick:
-            self._hint_valid = False
+        self._due_hint.read_through(self._w.end_tick)
         return len(self._w.idx) > 0
 
     def placed(self, min_slot_ms: int) -> None:
@@ -113,8 +112,7 @@ class Reader:
             # Keep the lists before that tick; the rest is collected again later.
             keep = int(np.searchsorted(w.ticks, min_slot_ms))
             self._w = w.cut(keep, min_slot_ms - self.tick_ms)
-        if self._hint_valid and (self._hint is None or min_slot_ms < self._hint):
-            self._hint = min_slot_ms
+        self._due_hint.placed(min_slot_ms)
 
     # -- delivery -------------------------------------------------------------
     def take_due(self, max_records: int, now_ms: int) -> list[DueRecord]:
@@ -247,33 +245,21 @@ class Reader:
         return DeliveryCursor(int(w.tick_of[p - 1]), int(w.ordinal[p - 1]))
 
     # -- questions -------------------------------------------------------------
-    def next_due_ms(self) -> int | None:
-        due = self._next_due_ms()
+    def next_due_ms(self, until_ms: int | None = None) -> int | None:
+        """The first tick with entries not yet read; with ``until_ms``, None when there is
+        none up to it (the read lag and the loop's wake-up look no further than that)."""
+        due = self._next_due_ms(until_ms)
         return None if due is None else max(due, self._roll_retry_ms)
 
-    def _next_due_ms(self) -> int | None:
+    def _next_due_ms(self, until_ms: int | None) -> int | None:
         if self._pos < len(self._w.idx):
             return self.tick
-        if not self._hint_valid:
-            tick, skip = self._resume
-            start = max(self._w.end_tick + self.tick_ms, tick)
-            if start == tick and skip:
-                count = self.wheel.list_of(tick).length
-                start = tick if count > skip else tick + self.tick_ms
-            self._hint = self._first_tick_from(start)
-            self._hint_valid = True
-        return self._hint
-
-    def _first_tick_from(self, start: int) -> int | None:
-        """The first non-empty tick at or after ``start`` (scanning near ticks first)."""
-        end = start + self.tick_ms * (self.wheel.n_slots - 1)
-        t = start
-        while t <= end:
-            found = self.wheel.scan(t, end)
-            if len(found.times):
-                return int(found.times[0])
-            t = found.scanned_to + self.tick_ms
-        return None
+        tick, skip = self._resume
+        start = max(self._w.end_tick + self.tick_ms, tick)
+        if start == tick and skip:
+            count = self.wheel.list_of(tick).length
+            start = tick if count > skip else tick + self.tick_ms
+        return self._due_hint.first_from(start, until_ms)
 
     def is_pending(self, index: int, slot_ms: int) -> bool:
         """Is the entry still ahead of the read position (not handed out or skipped)?"""

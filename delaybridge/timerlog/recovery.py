@@ -124,7 +124,7 @@ def _recover(
     wheel = _open_wheel(directory / "wheel", tick, settings.wheel_slots)  # step 3
     commit_log = CommitLog(directory / "commitlog", settings.commit_segment_bytes)  # step 4
     timer = TimerLog(
-        directory / "timerlog", settings.timer_segment_entries, settings.index_run_entries
+        directory / "timerlog", settings.timer_segment_entries, settings.index_run_entries, tick
     )
     cancels = CancelBook(directory)
     try:

@@ -41,7 +41,7 @@ import numpy as np
 
 from delaybridge.errors import ConfigError, IntegrityError
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
-from delaybridge.timerlog import cancel_codec, timer_codec
+from delaybridge.timerlog import cancel_codec, compact_entry, timer_codec
 from delaybridge.timerlog import commit_codec as codec
 from delaybridge.timerlog.checkpoint import Checkpoint
 from delaybridge.timerlog.settings import StoreSettings
@@ -59,7 +59,8 @@ class Rescued(NamedTuple):
 def rescue(directory: Path, settings: StoreSettings) -> Rescued | None:
     """A checkpoint for the segments in ``directory``; None if there are none."""
     timers = _segments(directory / "timerlog", "tlog", FileKind.TIMER_LOG)
-    commits = _segments(directory / "commitlog", "clog", FileKind.COMMIT_LOG)
+    commits = [(h.base, p) for h, p in _segments(directory / "commitlog", "clog",
+                                                  FileKind.COMMIT_LOG)]  # fmt: skip
     if not timers:
         return None
     entries, first = _entries(timers)
@@ -87,12 +88,12 @@ def rescue(directory: Path, settings: StoreSettings) -> Rescued | None:
     return found
 
 
-def _segments(directory: Path, suffix: str, kind: FileKind) -> list[tuple[int, Path]]:
+def _segments(directory: Path, suffix: str, kind: FileKind) -> list[tuple[FileHeader, Path]]:
     out = []
     for path in sorted(directory.glob(f"*.{suffix}")):
         with path.open("rb") as f:
             header = FileHeader.decode(f.read(HEADER_SIZE), path, kind)
-        out.append((header.base, path))
+        out.append((header, path))
     return out
 
 
@@ -101,23 +102,27 @@ def _map(path: Path) -> mmap.mmap:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def _entries(timers: list[tuple[int, Path]]) -> tuple[timer_codec.Entries, int]:
+def _entries(timers: list[tuple[FileHeader, Path]]) -> tuple[timer_codec.Entries, int]:
     """Step 1: the good entries from the first segment's base on, and its index."""
     parts = []
-    first = timers[0][0] // ENTRY
-    expect = timers[0][0]
-    for i, (base, path) in enumerate(timers):
+    first = timers[0][0].base // ENTRY
+    expect = timers[0][0].base
+    for i, (header, path) in enumerate(timers):
+        base = header.base
         if base != expect:
             raise IntegrityError(f"{path}: offset 0: segment starts at {base}, not {expect}")
-        data = np.fromfile(path, dtype=timer_codec.DTYPE, offset=HEADER_SIZE)
+        v1 = header.version == 1
+        size = ENTRY if v1 else compact_entry.ENTRY_SIZE
+        data = np.fromfile(path, timer_codec.DTYPE if v1 else compact_entry.DTYPE,
+                           offset=HEADER_SIZE)  # fmt: skip
         last = i + 1 == len(timers)
-        n = len(data) if last else (timers[i + 1][0] - base) // ENTRY
+        n = len(data) if last else (timers[i + 1][0].base - base) // ENTRY
         if n > len(data):
             raise IntegrityError(f"{path}: offset {path.stat().st_size}: segment cut short")
         data = data[:n]
-        bad = timer_codec.bad_rows(data)
+        bad = timer_codec.bad_rows(data) if v1 else compact_entry.bad_rows(data)
         if last:
-            zero = np.flatnonzero(~data.view(np.uint8).reshape(-1, ENTRY).any(axis=1))
+            zero = np.flatnonzero(~data.view(np.uint8).reshape(-1, size).any(axis=1))
             n = int(zero[0]) if len(zero) else n
             bad = bad[bad < n]
             if len(bad):  # a torn tail, unless a good entry follows
@@ -128,10 +133,14 @@ def _entries(timers: list[tuple[int, Path]]) -> tuple[timer_codec.Entries, int]:
                     n, bad = int(bad[0]), bad[:0]
         if len(bad):
             raise IntegrityError(
-                f"{path}: offset {HEADER_SIZE + int(bad[0]) * ENTRY}: timer-log entry "
+                f"{path}: offset {HEADER_SIZE + int(bad[0]) * size}: timer-log entry "
                 f"{base // ENTRY + int(bad[0])} is damaged; without a checkpoint the store "
                 "cannot tell what follows it"
             )
+        if not v1:
+            at = np.arange(base // ENTRY, base // ENTRY + n, dtype=np.int64)
+            bases = compact_entry.Bases(header.tick_ms, header.slots, header.stamp)
+            data = compact_entry.decode(data[:n], at, bases)
         parts.append(data[:n])
         expect = base + n * ENTRY
     entries = np.concatenate(parts) if parts else np.empty(0, dtype=timer_codec.DTYPE)

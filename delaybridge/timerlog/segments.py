@@ -12,12 +12,19 @@ with, and a log whose last segment is older than this build's version
 (``CURRENT_VERSIONS``) seals it at open, so everything appended from then on lands in
 a new segment of the current version; nothing is rewritten (docs/storage.md).
 
+A log of fixed-size entries may have segments of different entry sizes (the timer
+log: 32-byte entries in version 1, 20-byte ones from version 2): positions then count
+``unit`` bytes per entry whatever a segment stores (so a position is ``index * unit``
+and file names stay what they were), and a segment's :meth:`Segment.offset` turns a
+position into the file offset of its entry.
+
 Not thread-safe: the store's owner thread calls it.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import mmap
 import os
 from dataclasses import dataclass, field
@@ -36,14 +43,29 @@ class Segment:
     path: Path
     fd: int
     capacity: int
-    """Data bytes the file can hold (file size minus the header)."""
+    """Log positions the file can hold (its data bytes, or entries x the log's unit)."""
     version: int = 0
     """The format version in the file's header (0: this build's)."""
+    header: FileHeader | None = None
+    unit: int = 0
+    """Position units per entry (0: positions are the file's bytes)."""
+    entry_size: int = 0
+    """Bytes this file stores per entry (with ``unit``)."""
     mm: mmap.mmap | None = field(default=None, repr=False)
+
+    def offset(self, pos: int) -> int:
+        """File offset of log position ``pos`` (which this segment holds)."""
+        if self.unit:
+            return HEADER_SIZE + (pos - self.base) // self.unit * self.entry_size
+        return HEADER_SIZE + pos - self.base
+
+    @property
+    def file_size(self) -> int:
+        return self.offset(self.base + self.capacity)
 
     def map(self) -> mmap.mmap:
         if self.mm is None:
-            self.mm = mmap.mmap(self.fd, HEADER_SIZE + self.capacity, access=mmap.ACCESS_READ)
+            self.mm = mmap.mmap(self.fd, self.file_size, access=mmap.ACCESS_READ)
         return self.mm
 
     def close(self) -> None:
@@ -57,12 +79,24 @@ class SegmentedLog:
     """The segment files of one log kind in one directory."""
 
     def __init__(
-        self, directory: Path, kind: FileKind, suffix: str, entry_size: int, segment_bytes: int
+        self,
+        directory: Path,
+        kind: FileKind,
+        suffix: str,
+        entry_size: int,
+        segment_bytes: int,
+        *,
+        unit: int = 0,
+        entry_sizes: dict[int, int] | None = None,
     ) -> None:
+        """``entry_size``: what this build writes; ``entry_sizes``: by format version,
+        what older files hold; ``unit``: position units per entry (see the module)."""
         self.directory = directory
         self.kind = kind
         self.suffix = suffix
         self.entry_size = entry_size
+        self.unit = unit
+        self.entry_sizes = entry_sizes or {}
         self.segment_bytes = segment_bytes
         self.segments: list[Segment] = []
         self._bases: list[int] = []
@@ -92,10 +126,16 @@ class SegmentedLog:
             with os.fdopen(os.dup(fd), "rb") as f:
                 header = FileHeader.decode(f.read(HEADER_SIZE), path, self.kind)
             size = os.fstat(fd).st_size
-            if header.base != base or header.entry_size != self.entry_size:
+            esize = self.entry_sizes.get(header.version, self.entry_size)
+            if header.base != base or header.entry_size != esize:
                 os.close(fd)
                 raise IntegrityError(f"{path}: offset 0: header base/entry size do not match")
-            self.segments.append(Segment(base, path, fd, size - HEADER_SIZE, header.version))
+            capacity = (
+                (size - HEADER_SIZE) // esize * self.unit if self.unit else size - HEADER_SIZE
+            )
+            self.segments.append(
+                Segment(base, path, fd, capacity, header.version, header, self.unit, esize)
+            )
         self._bases = [s.base for s in self.segments]
         for i, seg in enumerate(self.segments):
             data_end = self.segments[i + 1].base if i + 1 < len(self.segments) else end
@@ -109,9 +149,8 @@ class SegmentedLog:
         self.end = end
         if self.segments:
             last = self.segments[-1]
-            keep = HEADER_SIZE + (end - last.base)
-            os.ftruncate(last.fd, keep)  # drop unflushed bytes past the checkpoint
-            os.ftruncate(last.fd, HEADER_SIZE + last.capacity)
+            os.ftruncate(last.fd, last.offset(end))  # drop unflushed bytes past the checkpoint
+            os.ftruncate(last.fd, last.file_size)
             self._seal_tail = 0 < last.version < CURRENT_VERSIONS[self.kind]
 
     @property
@@ -120,20 +159,31 @@ class SegmentedLog:
         return self.segments[0].base if self.segments else self.end
 
     # -- writing -------------------------------------------------------------
-    def append(self, data: bytes) -> int:
-        """Write ``data`` at the end with one syscall; returns its position.
+    def must_seal(self, size: int) -> bool:
+        """Whether an append of ``size`` positions goes to a new segment."""
+        seg = self.segments[-1] if self.segments else None
+        return seg is None or self._seal_tail or self.end + size > seg.base + seg.capacity
+
+    @property
+    def tail(self) -> Segment | None:
+        return self.segments[-1] if self.segments else None
+
+    def append(self, data: bytes, size: int | None = None, new: FileHeader | None = None) -> int:
+        """Write ``data`` (``size`` positions, default its length) at the end with one
+        syscall; returns its position. ``new``: start a new segment with this header
+        (its ``base`` is replaced by the log's end), whether or not the batch would fit.
 
         All or nothing: if the write fails (OSError, e.g. the disk is full) the log's end
         does not move, so the bytes that did reach the file are overwritten by the next
         append and cut off by the next open.
         """
-        size = len(data)
+        size = len(data) if size is None else size
         seg = self.segments[-1] if self.segments else None
-        if seg is None or self._seal_tail or self.end + size > seg.base + seg.capacity:
-            seg = self._new_segment(max(self.segment_bytes, size))
+        if seg is None or new is not None or self.must_seal(size):
+            seg = self._new_segment(max(self.segment_bytes, size), new)
             self._seal_tail = False
         pos = self.end
-        pwrite_all(seg.fd, data, HEADER_SIZE + pos - seg.base)
+        pwrite_all(seg.fd, data, seg.offset(pos))
         self.end = pos + size
         self._dirty.add(seg)
         return pos
@@ -146,17 +196,29 @@ class SegmentedLog:
             raise ValueError(f"{self.directory}: cannot truncate to {end} (end {self.end})")
         self.end = end
 
-    def _new_segment(self, capacity: int) -> Segment:
+    def _new_segment(self, capacity: int, header: FileHeader | None = None) -> Segment:
+        tail = self.segments[-1] if self.segments else None
+        if tail is not None and tail.base == self.end:  # empty (a failed write's): replace
+            self.segments.pop()
+            self._bases.pop()
+            self._dirty.discard(tail)
+            tail.close()
         path = self.directory / f"{self.end:020d}.{self.suffix}"
+        if header is None:
+            header = FileHeader(self.kind, self.entry_size, self.end)
+        header = dataclasses.replace(header, base=self.end)
+        if self.unit:
+            capacity -= capacity % self.unit
+        seg = Segment(self.end, path, -1, capacity, 0, header, self.unit, self.entry_size)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            pwrite_all(fd, FileHeader(self.kind, self.entry_size, self.end).encode(), 0)
-            os.ftruncate(fd, HEADER_SIZE + capacity)
+            pwrite_all(fd, header.encode(), 0)
+            os.ftruncate(fd, seg.file_size)
         except OSError:
             os.close(fd)
             path.unlink()
             raise
-        seg = Segment(self.end, path, fd, capacity)
+        seg.fd = fd
         self.segments.append(seg)
         self._bases.append(seg.base)
         self._dir_dirty = True
@@ -180,7 +242,7 @@ class SegmentedLog:
                 f"{self.directory}: position {pos} is outside the log [{self.start}, {self.end})"
             )
         seg = self.segments[i]
-        return seg, HEADER_SIZE + pos - seg.base
+        return seg, seg.offset(pos)
 
     def segment_end(self, index: int) -> int:
         """Log position where the data of ``segments[index]`` ends."""

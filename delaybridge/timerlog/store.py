@@ -202,9 +202,9 @@ class TimerStore:
         """The delivery cursor's tick: nothing due up to it is handed out again."""
         return self.reader.done.tick_ms
 
-    def next_due_ms(self) -> int | None:
-        """Earliest time something may be due (<= now: call take_due); None: nothing pending."""
-        return self.reader.next_due_ms()
+    def next_due_ms(self, until_ms: int | None = None) -> int | None:
+        """Earliest time something may be due (<= now: take_due); None: none (up to until_ms)."""
+        return self.reader.next_due_ms(until_ms)
 
     def mark_delivered(self, cursor: DeliveryCursor) -> None:
         """Everything handed out up to ``cursor`` was delivered; durable at the next flush.
@@ -238,7 +238,7 @@ class TimerStore:
         """Counters for metrics and the admin API (cheap except bytes_on_disk's stats)."""
         now = self.clock.now_ms()
         self._matcher.expire(now)
-        nxt = self.reader.next_due_ms()
+        nxt = self.reader.next_due_ms(until_ms=now)
         files = [self.directory / "wheel", self.directory / "checkpoint"]
         extra = sum(allocated_bytes(f) for f in files if f.exists())
         return StoreStats(

@@ -1,4 +1,8 @@
-"""Timer-log entry format: 32 fixed bytes pointing to a commit-log record.
+"""Timer-log entry format version 1: 32 fixed bytes pointing to a commit-log record.
+
+Written by builds before timer log version 2 (now read only, from old segments), and
+the wide in-memory form every reader of the timer log gets whatever the segment holds
+(:mod:`compact_entry` is the 20-byte stored form of version 2).
 
 Like RocketMQ's 52-byte TimerLog unit, each entry points to its message in the
 commit log and to the previous entry of the same wheel slot, so a slot is a linked
@@ -79,14 +83,18 @@ def build(
     slot_ms: npt.NDArray[np.int64],
     cl_pos: npt.NDArray[np.int64],
     kinds: npt.NDArray[np.uint64],
+    *,
+    crc: bool = True,
 ) -> Entries:
-    """A structured array of entries with their CRCs filled in."""
-    entries = np.empty(len(id_hash), dtype=DTYPE)
+    """A structured array of entries with their CRCs filled in (``crc=False``: 0, for
+    the timer log, which stores them as version-2 entries with their own CRC)."""
+    entries = np.zeros(len(id_hash), dtype=DTYPE)
     entries["id_hash"] = id_hash
     entries["prev"] = prev
     entries["slot_ms"] = slot_ms
     entries["cl_word"] = cl_pos.astype(np.uint64) | (kinds << np.uint64(TYPE_SHIFT))
-    entries["crc"] = CRC.compute(entries.view(np.uint8).reshape(-1, ENTRY_SIZE)[:, 4:])
+    if crc:
+        entries["crc"] = CRC.compute(entries.view(np.uint8).reshape(-1, ENTRY_SIZE)[:, 4:])
     return entries
 
 

@@ -1,8 +1,11 @@
-"""The timer log: 32-byte entries, appended per batch, read by index or in chunks.
+"""The timer log: fixed-size entries, appended per batch, read by index or in chunks.
 
-Entry formats are in :mod:`timer_codec`; files are a :class:`SegmentedLog` whose
-positions are ``index * 32``; :mod:`id_index` finds entries by id hash (sorted runs in
-``.tidx`` files beside the segments). Not thread-safe: the store's owner thread calls it.
+Entry formats are in :mod:`compact_entry` (20 bytes, written from version 2 on) and
+:mod:`timer_codec` (32 bytes, version 1, read only; also the wide in-memory form every
+reader gets). Files are a :class:`SegmentedLog` whose positions are ``index * 32``
+whatever a segment stores (:mod:`timer_segments` decodes per segment); :mod:`id_index`
+finds entries by id hash (sorted runs in ``.tidx`` files beside the segments). Not
+thread-safe: the store's owner thread calls it.
 """
 
 from __future__ import annotations
@@ -19,15 +22,16 @@ import numpy as np
 import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
-from delaybridge.fileformat import HEADER_SIZE, FileKind
+from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
+from delaybridge.timerlog import compact_entry as compact
 from delaybridge.timerlog import timer_codec as codec
+from delaybridge.timerlog import timer_segments as tseg
 from delaybridge.timerlog.id_index import IdIndex
 from delaybridge.timerlog.segments import SegmentedLog
 
-ENTRY = codec.ENTRY_SIZE
+ENTRY = tseg.UNIT
 I64 = npt.NDArray[np.int64]
 CHUNK_ENTRIES = 1 << 18  # 8 MiB per vectorised pass
-NO_ROWS = np.empty(0, dtype=np.intp)
 
 
 class IdHit(NamedTuple):
@@ -42,11 +46,22 @@ class TimerLog:
     """Segmented timer log in ``<store>/timerlog/``."""
 
     def __init__(
-        self, directory: Path, entries_per_segment: int, run_entries: int = 1 << 16
+        self,
+        directory: Path,
+        entries_per_segment: int,
+        run_entries: int = 1 << 16,
+        tick_ms: int = 100,
     ) -> None:
         self.log = SegmentedLog(
-            directory, FileKind.TIMER_LOG, "tlog", ENTRY, entries_per_segment * ENTRY
+            directory,
+            FileKind.TIMER_LOG,
+            "tlog",
+            compact.ENTRY_SIZE,
+            entries_per_segment * ENTRY,
+            unit=ENTRY,
+            entry_sizes=tseg.ENTRY_SIZES,
         )
+        self.tick_ms = tick_ms
         self.index = IdIndex(self.log, run_entries)
 
     def open(self, end_index: int) -> None:
@@ -70,13 +85,32 @@ class TimerLog:
         return self.log.start // ENTRY
 
     def append(self, entries: codec.Entries) -> int:
-        """Write a batch of entries with one syscall; returns the first one's index."""
-        return self.log.append(entries.tobytes()) // ENTRY
+        """Write a batch of wide entries (``crc`` not used) with one syscall, as
+        version-2 entries; returns the first one's index. A batch whose ticks or
+        commit-log positions its segment's bases cannot hold starts a new segment."""
+        size = len(entries) * ENTRY
+        slot, cl = entries["slot_ms"], codec.positions_of(entries)
+        tail = self.log.tail
+        new: FileHeader | None = None
+        bases = tseg.bases_of(tail) if tail is not None else None
+        if bases is None or self.log.must_seal(size) or not compact.fits(slot, cl, bases):
+            bases = compact.bases_for(slot, cl, self.tick_ms)
+            if not compact.fits(slot, cl, bases):
+                raise compact.EntryOverflow(
+                    f"{self.log.directory}: a batch of {len(entries)} entries spans more "
+                    f"ticks than a segment holds (2^30 of {self.tick_ms} ms)"
+                )
+            new = tseg.header(bases)
+        raw = compact.encode(
+            entries["id_hash"], entries["prev"], slot, cl, codec.kinds_of(entries),
+            self.end, bases,
+        )  # fmt: skip
+        return self.log.append(raw.tobytes(), size, new) // ENTRY
 
     def entry(self, index: int) -> codec.TimerEntry:
         """One entry, CRC checked."""
         seg, offset = self.log.locate(index * ENTRY)
-        return codec.decode_one(seg.map(), offset, seg.path, index)
+        return tseg.decode_one(seg, offset, index)
 
     def chase(self, last: int, count: int) -> tuple[array[int], array[int], array[int]]:
         """A slot's list, oldest first: (indexes, commit-log positions, entry types).
@@ -94,9 +128,12 @@ class TimerLog:
         lo = hi = 0
         mm: mmap.mmap | None = None
         path = self.log.directory
-        unpack = codec.ENTRY.unpack_from
         crc32 = zlib.crc32
         mask, shift = codec.POS_MASK, codec.TYPE_SHIFT
+        v1 = codec.ENTRY.unpack_from
+        v2 = compact.ENTRY.unpack_from
+        v2_shift = compact.TYPE_SHIFT
+        size, cl_base, wide = ENTRY, 0, True
         index = last
         for i in range(count - 1, -1, -1):
             pos = index * ENTRY
@@ -110,47 +147,57 @@ class TimerLog:
                 lo, hi = bases[seg_i], self.log.segment_end(seg_i)
                 mm = segs[seg_i].map()
                 path = segs[seg_i].path
-            off = HEADER_SIZE + pos - lo
-            crc, _, prev, _, word = unpack(mm, off)
-            if crc32(mm[off + 4 : off + ENTRY]) != crc:
+                size = segs[seg_i].entry_size
+                got = tseg.bases_of(segs[seg_i])
+                wide, cl_base = got is None, 0 if got is None else got.cl_base
+            off = HEADER_SIZE + (pos - lo) // ENTRY * size
+            if wide:
+                crc, _, prev, _, word = v1(mm, off)
+                kind, cl = word >> shift, word & mask
+            else:
+                crc, _, back, word, cl = v2(mm, off)
+                kind, cl, prev = word >> v2_shift, cl + cl_base, index - back if back else -1
+            if crc32(mm[off + 4 : off + size]) != crc:
                 raise IntegrityError(f"{path}: offset {off}: timer-log entry {index} CRC mismatch")
             add_idx(index)
-            add_cl(word & mask)
-            add_kind(word >> shift)
+            add_cl(cl)
+            add_kind(kind)
             index = prev
         idx.reverse()
         cls.reverse()
         kinds.reverse()
         return idx, cls, kinds
 
-    def read(self, start: int, stop: int) -> codec.Entries:
-        """Entries ``[start, stop)`` as a structured array (a copy, may span segments)."""
+    def read(self, start: int, stop: int, check: bool = False) -> codec.Entries:
+        """Entries ``[start, stop)`` as a wide structured array (a copy, may span
+        segments); ``check``: IntegrityError naming the first entry failing its CRC."""
         parts = []
         pos, end = start * ENTRY, stop * ENTRY
         while pos < end:
             seg, off = self.log.locate(pos)
             seg_i = self.log.segments.index(seg)
             take = min(end, self.log.segment_end(seg_i)) - pos
-            parts.append(
-                np.frombuffer(seg.map(), dtype=codec.DTYPE, count=take // ENTRY, offset=off).copy()
-            )
+            raw = tseg.view(seg, off, take // ENTRY)
+            bad = tseg.bad_rows(seg, raw) if check else None
+            parts.append(tseg.decode(seg, raw, pos // ENTRY))
+            del raw  # no view of the map may outlive this (an exception's frame would)
+            if bad is not None and len(bad):
+                self._raise(seg, pos // ENTRY + int(bad[0]))
             pos += take
         if not parts:
             return np.empty(0, dtype=codec.DTYPE)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
+    def _raise(self, seg: tseg.Segment, index: int) -> None:
+        _, off = self.log.locate(index * ENTRY)
+        raise IntegrityError(f"{seg.path}: offset {off}: timer-log entry {index} CRC mismatch")
+
     def gather(self, indexes: I64) -> codec.Entries:
         """Entries at arbitrary ``indexes`` (vectorised per segment), CRC checked."""
-        out = self._take(indexes)
-        bad_rows = codec.bad_rows(out)
-        if len(bad_rows):
-            index = int(indexes[bad_rows[0]])
-            seg, off = self.log.locate(index * ENTRY)
-            raise IntegrityError(f"{seg.path}: offset {off}: timer-log entry {index} CRC mismatch")
-        return out
+        return self._take(indexes, check=True)
 
-    def _take(self, indexes: I64) -> codec.Entries:
-        """Entries at ``indexes``, not CRC checked."""
+    def _take(self, indexes: I64, check: bool = False) -> codec.Entries:
+        """Entries at ``indexes``, CRC checked if ``check``."""
         bases = np.asarray(self.log._bases, dtype=np.int64) // ENTRY
         seg_of = np.searchsorted(bases, indexes, side="right") - 1
         if len(indexes) and (int(indexes.min()) < self.start or int(indexes.max()) >= self.end):
@@ -163,10 +210,12 @@ class TimerLog:
         for s in np.unique(seg_of):
             seg = self.log.segments[int(s)]
             rows = seg_of == s
-            table = np.frombuffer(
-                seg.map(), dtype=codec.DTYPE, offset=HEADER_SIZE, count=seg.capacity // ENTRY
-            )
-            out[rows] = table[indexes[rows] - bases[s]]
+            at = indexes[rows]
+            raw = tseg.take(seg, at - bases[s])
+            bad = tseg.bad_rows(seg, raw) if check else None
+            if bad is not None and len(bad):
+                self._raise(seg, int(at[bad[0]]))
+            out[rows] = tseg.decode(seg, raw, at)
         return out
 
     def chunks(
@@ -178,16 +227,7 @@ class TimerLog:
         lookup confirm every candidate against its CRC-checked commit-log record).
         """
         for first in range(start, stop, chunk_entries):
-            last = min(stop, first + chunk_entries)
-            entries = self.read(first, last)
-            bad = codec.bad_rows(entries) if check else NO_ROWS
-            if len(bad):
-                index = first + int(bad[0])
-                seg, off = self.log.locate(index * ENTRY)
-                raise IntegrityError(
-                    f"{seg.path}: offset {off}: timer-log entry {index} CRC mismatch"
-                )
-            yield first, entries
+            yield first, self.read(first, min(stop, first + chunk_entries), check)
         self.log.release_pages()
 
     def find_ids(self, start: int, hashes: set[int]) -> dict[int, list[IdHit]]:

@@ -93,7 +93,9 @@ class Writer:
         slot, kinds = self.place(due, floor_tick_ms, kind)
         first = self.timer.end
         plan = self.wheel.plan_link(slot, np.arange(first, first + len(slot), dtype=np.int64))
-        entries = timer_codec.build(hashes, plan.prev, slot, cl_pos, kinds.astype(np.uint64))
+        entries = timer_codec.build(
+            hashes, plan.prev, slot, cl_pos, kinds.astype(np.uint64), crc=False
+        )
         try:
             self.timer.append(entries)  # 2
         except BaseException:

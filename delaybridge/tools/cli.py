@@ -3,6 +3,7 @@
 delaybridge demo [--work-dir var/demo] [--port 39092] [--no-report]   # the README's command
 delaybridge bench e2e [--config FILE | --bootstrap HOST:PORT] [--messages N] [--only ...]
                       [--exactly-once] [--workers 1,2]
+delaybridge bench hotpath [--records N] [--package NAME=DIR]
 delaybridge bench restore [--bootstrap HOST:PORT] [--pending 1000000,10000000]
 """
 
@@ -49,11 +50,26 @@ def register(commands: Any, bench: Any) -> None:
         "in the same run; delay topics get 2 partitions per worker of the largest)",
     )  # fmt: skip
     e2e.add_argument(
+        "--pure-python", action="store_true",
+        help="throughput: also run the sidecar with DELAYBRIDGE_PURE_PYTHON=1 (the "
+        "compiled hot path off) in the same run",
+    )  # fmt: skip
+    e2e.add_argument(
         "--exactly-once",
         action="store_true",
         help="also measure exactly-once mode (throughput and lateness) in the same run",
     )
     e2e.set_defaults(handler=_e2e)
+
+    hot = bench.add_parser("hotpath", help="classify and the record codec: pure vs compiled")
+    hot.add_argument("--records", type=int, default=5_000, help="records per round")
+    hot.add_argument("--repeat", type=int, default=40, help="rounds; the best counts")
+    hot.add_argument(
+        "--package", action="append", default=[], metavar="NAME=DIR",
+        help="another compiled build to compare (e.g. a Cython one), in DIR",
+    )  # fmt: skip
+    hot.add_argument("--json", type=Path, default=Path("bench-results/hotpath.json"))
+    hot.set_defaults(handler=_hotpath)
 
     restore = bench.add_parser("restore", help="rebuild a store from its changelog: rate")
     restore.add_argument("--bootstrap", help="an existing broker (default: start a local one)")
@@ -76,6 +92,12 @@ def _demo(args: argparse.Namespace) -> int:
     from delaybridge.tools.demo import run_demo
 
     return run_demo(args.work_dir, port=args.port, report=not args.no_report)
+
+
+def _hotpath(args: argparse.Namespace) -> int:
+    from delaybridge.tools.bench_hotpath import run_hotpath_bench
+
+    return run_hotpath_bench(args.records, args.repeat, args.package, args.json)
 
 
 def _failover(args: argparse.Namespace) -> int:

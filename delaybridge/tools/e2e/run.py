@@ -16,6 +16,7 @@ from delaybridge.connectors import KafkaClients, KafkaSettings
 from delaybridge.tools.bench_kit import bench_cluster
 from delaybridge.tools.e2e import measure
 from delaybridge.tools.e2e.cancels import cancel_heavy
+from delaybridge.tools.e2e.hot_path import pure_python_run
 
 MEASUREMENTS = ("throughput", "lateness", "tick")
 """What runs by default; ``cancels`` (issue 13's shop case) runs only when named."""
@@ -65,6 +66,10 @@ def _run_all(
         results["throughput"] = measure.throughput(
             console, clients, work / "t", args.messages, eos, workers
         )
+        if getattr(args, "pure_python", False):
+            results["throughput"] |= pure_python_run(
+                console, clients, work / "t", args.messages, results["throughput"]
+            )
     if "lateness" in only:
         results["lateness"] = measure.lateness(
             console, clients, work / "l", args.rate, args.steady_s, eos

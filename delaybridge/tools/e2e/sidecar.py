@@ -9,6 +9,7 @@ mmap'd segments) and reads its progress from the admin API.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from delaybridge.connectors import KafkaSettings
+from delaybridge.hotpath import FORCE_PURE_ENV
 
 
 def sidecar_config(
@@ -43,6 +45,8 @@ class SidecarProcess:
 
     def __init__(self, kafka: KafkaSettings, work: Path, delay: str, **overrides: Any) -> None:
         work.mkdir(parents=True, exist_ok=True)
+        # pure_python=True: the sidecar runs the pure-Python hot path (delaybridge/hotpath.py).
+        env = {**os.environ, FORCE_PURE_ENV: "1"} if overrides.pop("pure_python", False) else None
         self.port = free_port()
         # YAML is a superset of JSON. The file may hold client secrets: `work` is inside
         # the benchmark's private temporary directory (mode 0700).
@@ -53,6 +57,7 @@ class SidecarProcess:
             [sys.executable, "-m", "delaybridge", "run", "--config", str(path)],
             stdout=self.log,
             stderr=subprocess.STDOUT,
+            env=env,
         )
         self.peak_anon_mb = 0.0
         self.peak_file_mb = 0.0

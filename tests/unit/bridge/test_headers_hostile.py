@@ -15,6 +15,10 @@ from delaybridge.bridge.reasons import Reason
 from delaybridge.bridge.rules import HeaderRules
 from delaybridge.bridge.settings import DEFAULT_DELAY_LEVELS
 
+# Once per implementation of the hot path: pure Python, and compiled where built
+# (tests/unit/hot_impl.py).
+pytestmark = pytest.mark.usefixtures("hot_impl")
+
 TS = 1_700_000_000_000
 DAY = 86_400_000
 RULES = HeaderRules.from_strings(

@@ -13,6 +13,10 @@ from delaybridge.bridge.series import Series, read_state
 from delaybridge.bridge.timing import TimeFormatError, parse_interval_ms
 from tests.unit.bridge.test_headers import RULES, TS
 
+# Once per implementation of the hot path: pure Python, and compiled where built
+# (tests/unit/hot_impl.py).
+pytestmark = pytest.mark.usefixtures("hot_impl")
+
 PARIS = ZoneInfo("Europe/Paris")
 T = ("delay-target-topic", "orders")
 

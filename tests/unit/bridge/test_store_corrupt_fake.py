@@ -72,7 +72,7 @@ def test_a_store_that_cannot_open_is_set_aside_and_restored_from_the_changelog(
     a.stop()
     (segment,) = (tmp_path / f"{DELAY}-0").glob("timerlog/*.tlog")
     raw = bytearray(segment.read_bytes())
-    raw[HEADER_SIZE + 2 * 32 + 9] ^= 1  # timer-log entry 2 of 5: the open refuses it
+    raw[HEADER_SIZE + 2 * 20 + 9] ^= 1  # timer-log entry 2 of 5 (20 bytes): the open refuses it
     segment.write_bytes(bytes(raw))
     b = FakeSidecar(tmp_path, clock=a.clock, cluster=a.cluster)  # before: IntegrityError
     b.turns(4)

@@ -16,6 +16,10 @@ from delaybridge.timerlog import TimerRecord, cancel_codec, commit_codec, timer_
 from delaybridge.timerlog.checkpoint import ENVELOPE, MAGIC, Checkpoint
 from delaybridge.timerlog.stats import StoreCounters
 
+# Once per implementation of the hot path: pure Python, and compiled where built
+# (tests/unit/hot_impl.py).
+pytestmark = pytest.mark.usefixtures("hot_impl")
+
 P = Path("f")
 maybe_bytes = st.one_of(st.none(), st.binary(max_size=64))
 records = st.builds(

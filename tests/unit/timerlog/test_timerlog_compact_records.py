@@ -22,6 +22,10 @@ from delaybridge.timerlog.quarantine import salvage
 from delaybridge.timerlog.raw_records import batch_of_raw
 from tests.unit.timerlog.support import START_MS
 
+# Once per implementation of the hot path: pure Python, and compiled where built
+# (tests/unit/hot_impl.py).
+pytestmark = pytest.mark.usefixtures("hot_impl")
+
 P = Path("f")
 maybe_bytes = st.one_of(st.none(), st.binary(max_size=64))
 fitting = st.builds(

@@ -98,7 +98,7 @@ def vouched_ranges(directory: Path) -> dict[Path, list[tuple[int, int]]]:
             ranges = [(0, HEADER_SIZE)]
             a, b = max(lo, seg.base), min(hi, log.segment_end(i))
             if a < b:
-                ranges.append((HEADER_SIZE + a - seg.base, HEADER_SIZE + b - seg.base))
+                ranges.append((seg.offset(a), seg.offset(b)))  # 20-byte timer entries
             out[rel] = ranges
     cancels = store.cancels.path.relative_to(directory)
     out[cancels] = [(0, HEADER_SIZE + ck["cancel_end"])]

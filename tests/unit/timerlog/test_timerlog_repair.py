@@ -114,10 +114,10 @@ def test_without_a_checkpoint_damage_inside_the_timer_log_is_refused_not_deleted
     (tmp_path / "checkpoint").unlink()
     (segment,) = tmp_path.glob("timerlog/*.tlog")
     raw = bytearray(segment.read_bytes())
-    raw[HEADER_SIZE + 5 * 32 + 9] ^= 1  # entry 5 of 40
+    raw[HEADER_SIZE + 5 * 20 + 9] ^= 1  # entry 5 of 40 (20-byte entries)
     segment.write_bytes(bytes(raw))
     files = segment_files(tmp_path)
-    with pytest.raises(IntegrityError, match=r"\.tlog: offset 224: timer-log entry 5 is damaged"):
+    with pytest.raises(IntegrityError, match=r"\.tlog: offset 164: timer-log entry 5 is damaged"):
         TimerStore.open(tmp_path, small, clock)
     assert segment_files(tmp_path) == files
 

@@ -1,0 +1,80 @@
+"""What :func:`~delaybridge.bridge.headers.classify` takes and returns: a consumed record
+and the three decisions (schedule, cancel, rejected), plus the format's limits.
+
+Plain (interpreted) classes, shared by the pure-Python and the compiled classifier
+(``bridge/classify_core.py``, ``delaybridge/hotpath.py``): compiled code builds them
+through their ordinary constructors, so a decision is the same object either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from delaybridge.bridge.reasons import Reason
+from delaybridge.bridge.series import Series
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+#: Limits of the store's record format (u16 lengths and counts, i32 partition).
+MAX_ID_BYTES = 0xFFFF
+MAX_HEADERS = 0xFFFF
+MAX_NAME_BYTES = 0xFFFF
+MAX_PARTITION = 2**31 - 1
+
+
+class SourceRecord(NamedTuple):
+    """A record as consumed from a delay topic.
+
+    Named tuples, not frozen dataclasses: one of each is built per consumed record, and a
+    frozen dataclass's ``__init__`` (``object.__setattr__`` per field) cost 2.2 µs against
+    0.45 µs (the same reason as ``timerlog.records.TimerRecord``).
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    log_append_time: bool = False
+    """The timestamp is the broker's (LogAppendTime), not the producer's (CreateTime)."""
+
+    @property
+    def origin(self) -> str:
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+    @property
+    def default_id(self) -> str:
+        return f"{self.topic}-{self.partition}-{self.offset}"
+
+
+class Schedule(NamedTuple):
+    id: str
+    due_ms: int
+    target_topic: str
+    target_partition: int  # -1: the key decides (murmur2)
+    key: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    """The producer's, control headers removed; a series' state last (``series.py``)."""
+    replace: bool = False
+    """It replaces pending messages with its id and target topic sent before it."""
+    series: Series | None = None
+    """A recurring schedule (``bridge/series.py``); ``due_ms`` is its first occurrence's."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    id: str
+    target_topic: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    reason: Reason
+    detail: str
+
+
+Decision = Schedule | Cancel | Rejected

@@ -1,0 +1,173 @@
+"""Build the compiled hot path: ``python -m delaybridge.tools.build_compiled``.
+
+Copies each module of :data:`delaybridge.hotpath.SOURCES` into a scratch package named
+``--package`` (default :data:`delaybridge.hotpath.PACKAGE`), appends the SHA-256 of the
+source and the compiler's name, compiles each copy on its own (mypyc, or Cython for the
+comparison in ``delaybridge bench hotpath``) and installs the extension modules as
+``<dest>/<package>/`` (default: next to the ``delaybridge`` package, i.e. the repository
+root of an editable install). The source tree never holds a ``.so``; the old build is
+replaced in one rename. Exit status 0 with a built package, 1 on failure (callers such
+as ``scripts/bootstrap`` then carry on with the pure-Python hot path).
+
+Deliberately imports nothing of delaybridge but :mod:`delaybridge.hotpath` (stdlib
+only): it runs in the image's build stage before anything else works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from delaybridge.hotpath import PACKAGE, SOURCES, source_hash
+
+#: mypy settings for the compile: the copies are checked in full (they are strict-clean
+#: in the repository); what they import is read for types but not judged.
+_MYPY_INI = """[mypy]
+python_version = 3.11
+follow_imports = silent
+ignore_missing_imports = True
+"""
+
+
+def _root() -> Path:
+    """The directory holding the ``delaybridge`` package."""
+    return Path(__file__).resolve().parents[2]
+
+
+def _source(module: str, root: Path) -> Path:
+    path = root.joinpath(*module.split(".")).with_suffix(".py")
+    if not path.is_file():
+        raise SystemExit(f"build-compiled: {path} (module {module}) is missing")
+    return path
+
+
+def stamped_copy(src: Path, compiler: str) -> str:
+    """The text compiled: the source, byte for byte, plus its stamp."""
+    text = src.read_text(encoding="utf-8")
+    return (
+        f"{text}\n\n# Added by delaybridge.tools.build_compiled (delaybridge/hotpath.py).\n"
+        f"SOURCE_SHA256 = {source_hash(src)!r}\nCOMPILER = {compiler!r}\n"
+    )
+
+
+def _compile(backend: str, files: list[Path], work: Path, root: Path) -> None:
+    env = {**os.environ, "MYPYPATH": str(root), "PYTHONPATH": str(root)}
+    for f in files:  # one module per compile: each extension is self-contained
+        rel = str(f.relative_to(work))
+        if backend == "mypyc":
+            cmd = [sys.executable, "-m", "mypyc", "--config-file", "mypy.ini", rel]
+        else:
+            cmd = [sys.executable, "-m", "Cython.Build.Cythonize", "-i", "-3", "-q", rel]
+        done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
+            raise RuntimeError(f"{backend} failed on {rel}:\n" + "\n".join(tail))
+
+
+def toolchain_missing(backend: str = "mypyc") -> str | None:
+    """Why a build cannot be made here (no compiler, headers or mypyc), or None."""
+    cc = str(sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None and shutil.which("cc") is None:
+        return "no C compiler (cc) found"
+    include = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not include.is_file():
+        return f"no Python headers ({include}; install python3-dev)"
+    if backend == "mypyc" and importlib.util.find_spec("mypyc") is None:
+        return "mypyc is not installed (it ships with mypy: pip install mypy)"
+    if backend == "cython" and importlib.util.find_spec("Cython") is None:
+        return "Cython is not installed (pip install cython)"
+    return None
+
+
+def current(package: str, dest: Path, root: Path) -> bool:
+    """Whether ``dest/package`` holds a build of every source as it is now (read from
+    the files, without importing the build)."""
+    for module in SOURCES:
+        short = module.rsplit(".", 1)[-1]
+        want = source_hash(_source(module, root)).encode()
+        built = list((dest / package).glob(f"{short}__mypyc.*.so")) or list(
+            (dest / package).glob(f"{short}.*.so")
+        )
+        if not any(want in f.read_bytes() for f in built):
+            return False
+    return True
+
+
+def build(backend: str, package: str, dest: Path, root: Path | None = None) -> list[Path]:
+    """Build and install ``dest/package``; returns the installed extension files."""
+    root = root or _root()
+    missing = toolchain_missing(backend)
+    if missing:
+        raise RuntimeError(missing)
+    with tempfile.TemporaryDirectory(prefix="delaybridge-compiled-") as tmp:
+        work = Path(tmp)
+        (work / "mypy.ini").write_text(_MYPY_INI)
+        pkg = work / package
+        pkg.mkdir()
+        (pkg / "__init__.py").write_text(
+            f'"""Compiled ({backend}) copies of delaybridge\'s hot path.\n\nGenerated by '
+            'delaybridge.tools.build_compiled; delaybridge/hotpath.py selects them."""\n'
+        )
+        files = []
+        for module in SOURCES:
+            f = pkg / f"{module.rsplit('.', 1)[-1]}.py"
+            f.write_text(stamped_copy(_source(module, root), backend), encoding="utf-8")
+            files.append(f)
+        _compile(backend, files, work, root)
+        staged = dest / f".{package}.new"
+        shutil.rmtree(staged, ignore_errors=True)
+        staged.mkdir(parents=True)
+        shutil.copy2(pkg / "__init__.py", staged / "__init__.py")
+        built = sorted(pkg.glob("*.so")) + sorted(pkg.glob("*.pyd"))
+        if len(built) < len(files):
+            raise RuntimeError(f"{backend} built {len(built)} extensions for {len(files)} modules")
+        for so in built:
+            shutil.copy2(so, staged / so.name)
+        final = dest / package
+        old = dest / f".{package}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if final.exists():
+            final.rename(old)
+        staged.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+        return sorted(final.glob("*.so")) + sorted(final.glob("*.pyd"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backend", choices=("mypyc", "cython"), default="mypyc")
+    p.add_argument("--package", default=PACKAGE)
+    p.add_argument("--dest", type=Path, default=None, help="default: next to delaybridge/")
+    p.add_argument(
+        "--if-stale", action="store_true", help="build only if the build is missing or stale"
+    )
+    p.add_argument(
+        "--can-build", action="store_true", help="only say whether a build can be made here"
+    )
+    args = p.parse_args(argv)
+    dest = args.dest or _root()
+    if args.can_build:
+        missing = toolchain_missing(args.backend)
+        print(f"build-compiled: {missing or 'toolchain present'}")
+        return 1 if missing else 0
+    if args.if_stale and current(args.package, dest, _root()):
+        print(f"build-compiled: {dest / args.package} is current")
+        return 0
+    try:
+        files = build(args.backend, args.package, dest)
+    except (RuntimeError, OSError) as exc:
+        print(f"build-compiled: {args.backend} build failed, pure Python stays: {exc}")
+        return 1
+    print(f"build-compiled: {args.backend}: {', '.join(str(f) for f in files)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
