@@ -161,6 +161,11 @@ class Metrics:
             "Due messages read from the wheel and not yet acknowledged (waiting or in flight).",
             registry=r,
         )
+        self._replace_waits = Gauge(
+            "delaybridge_replace_waits",
+            "Replaces held for older copies of their id (one table per process, ~73 B "
+            "each; kept the grace plus two session timeouts): grows with a bulk load of ids.",
+            registry=r)  # fmt: skip
         self._side_unacked = Gauge(
             "delaybridge_side_writes_unacked",
             "Cancels and dead letters of bad input written to Kafka and not yet acknowledged "
@@ -271,6 +276,9 @@ class Metrics:
 
     def set_delivery_backlog(self, messages: int) -> None:
         self._backlog.set(messages)
+
+    def set_replace_waits(self, rows: int) -> None:
+        self._replace_waits.set(rows)
 
     def set_side_writes_unacked(self, records: int) -> None:
         self._side_unacked.set(records)

@@ -132,9 +132,8 @@ class Service:
         self.exactly_once = None if txns is None or changelog is None else ExactlyOnce(
             self.partitions, self.outbox, txns, changelog)  # fmt: skip
         self.partitions.transaction = self.exactly_once
-        self.telemetry = Telemetry(
-            self.metrics, self.tally, self.partitions.restoring, self.partitions.standbys
-        )
+        self.telemetry = Telemetry(self.metrics, self.tally, self.partitions.restoring,
+                                   self.partitions.standbys, self.feed.waits)  # fmt: skip
         self.control = AdminControl(
             s.kafka.group_id, s.cancel_topic, self.partitions, self.ledger, self.outbox,
             self.flow, clock,

@@ -9,7 +9,7 @@ control decides on. Not thread-safe: the owner thread calls it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -41,11 +41,13 @@ class Telemetry:
         tally: Tally,
         restoring: Restoring | None = None,
         standbys: Standbys | None = None,
+        replace_waits: Sized | None = None,
     ) -> None:
         self._metrics = metrics
         self._tally = tally
         self._restoring = restoring
         self._standbys = standbys
+        self._replace_waits = replace_waits
         self._standby_keys: set[tuple[str, int]] = set()
 
     def publish(
@@ -118,6 +120,8 @@ class Telemetry:
         m.set_in_flight(in_flight)
         m.set_delivery_backlog(backlog)
         m.set_side_writes_unacked(side_unacked)
+        if self._replace_waits is not None:
+            m.set_replace_waits(len(self._replace_waits))
         m.set_assigned_partitions(len(owned))
         m.heartbeat()
         return Load(pending, backlog, in_flight)

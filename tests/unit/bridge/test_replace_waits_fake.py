@@ -152,3 +152,23 @@ def test_a_store_opened_later_gets_the_recent_replaces(tmp_path: Path) -> None:
     assert origins(side) == [f"{DELAY}/0/0"]
     assert side.service.partitions.by_key[(DELAY, 1)].store.stats().replaced_total == 2
     side.stop()
+
+
+def test_the_waiting_replaces_are_a_gauge_and_leave_it_after_the_grace(tmp_path: Path) -> None:
+    """The table's memory grows with a bulk load of ids: operators see it on /metrics.
+    Rows stay the cancel feed's keep window (the grace plus two session timeouts, for
+    partitions that move in), then go."""
+    side = sidecar(tmp_path)
+    for i in range(40):
+        side.send(schedule(f"order-{i}", 60_000), partition=i % 2)
+    side.turns(4)
+    side.checkpoint()
+    gauge = side.service.metrics.registry.get_sample_value
+    assert gauge("delaybridge_replace_waits") == 40
+    run_out(side, GRACE_MS + 1_000)
+    side.checkpoint()
+    assert gauge("delaybridge_replace_waits") == 40  # kept for a partition moving in
+    side.turns(2, advance_ms=side.service.feed._keep_ms)
+    side.checkpoint()
+    assert gauge("delaybridge_replace_waits") == 0
+    side.stop()
