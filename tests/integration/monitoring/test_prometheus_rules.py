@@ -28,6 +28,7 @@ ALERTS = {
     "DelaybridgeEarlyDelivery", "DelaybridgeLatenessHigh", "DelaybridgeConsumerLagGrowing",
     "DelaybridgeDeadLetters", "DelaybridgeDiskFreeLow", "DelaybridgePartitionUnowned",
     "DelaybridgeRestoreStuck", "DelaybridgeLoopStalled", "DelaybridgeTransactionsAborting",
+    "DelaybridgeStoreCorrupt",
 }  # fmt: skip
 
 
