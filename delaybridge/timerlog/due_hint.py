@@ -36,6 +36,15 @@ class DueHint:
         if self._valid and self._hint is not None and self._hint <= end_tick:
             self._valid = False
 
+    @property
+    def known(self) -> bool:
+        """Is the answer cached (:attr:`hint`)? Then the start need not be worked out."""
+        return self._valid
+
+    @property
+    def hint(self) -> int | None:
+        return self._hint
+
     def first_from(self, start: int, until_ms: int | None) -> int | None:
         """The first non-empty tick at or after ``start`` (up to ``until_ms`` if given)."""
         if self._valid:

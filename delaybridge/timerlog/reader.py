@@ -254,6 +254,8 @@ class Reader:
     def _next_due_ms(self, until_ms: int | None) -> int | None:
         if self._pos < len(self._w.idx):
             return self.tick
+        if self._due_hint.known:  # before reading the wheel for the start
+            return self._due_hint.hint
         tick, skip = self._resume
         start = max(self._w.end_tick + self.tick_ms, tick)
         if start == tick and skip:
