@@ -95,3 +95,17 @@ def test_every_query_uses_the_datasource_and_job_variables(board: dict[str, Any]
             assert re.search(r"delaybridge_[a-z_]+(?!\{|[a-z_])", target["expr"]) is None, (
                 f"{panel['title']!r}: a metric without the job selector in {target['expr']!r}"
             )
+
+
+def test_every_exported_metric_has_a_panel(board: dict[str, Any]) -> None:
+    """An operator sees every family the sidecar exports on the shipped dashboard: a
+    metric only an alert (or nobody) reads is invisible until it is needed at 3 a.m.
+    (the transaction and replace-wait metrics had no panel)."""
+    queries = [t["expr"] for p in all_panels(board) for t in p.get("targets", [])]
+    used = {name for expr in queries for name in NAME.findall(expr)}
+    missing = []
+    for family in Metrics(process=False).registry.collect():
+        names = {family.name + suffix for suffix in SUFFIXES.get(family.type, ("",))}
+        if not names & used:
+            missing.append(family.name)
+    assert missing == []
