@@ -249,10 +249,13 @@ def _steady_lateness(
     }
 
 
-def one_tick(console: Console, clients: KafkaClients, work: Path, n: int) -> dict[str, Any]:
-    """N records due at the same millisecond, stored while dequeue is paused, then drained."""
+def one_tick(
+    console: Console, clients: KafkaClients, work: Path, n: int, changelog: bool = True
+) -> dict[str, Any]:
+    """N records due at the same millisecond, stored while dequeue is paused, then drained
+    (``changelog`` False: the same with the changelog off, for its cost in the same run)."""
     delay, target = _topics(clients, "tk", "delay", "out")
-    side = SidecarProcess(clients.settings, work, delay)
+    side = SidecarProcess(clients.settings, work, delay, **({} if changelog else _NO_CHANGELOG))
     try:
         side.get("/admin/pause?direction=dequeue", method="POST")
         due = int(time.time() * 1000) + 1_000

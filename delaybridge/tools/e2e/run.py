@@ -75,7 +75,15 @@ def _run_all(
             console, clients, work / "l", args.rate, args.steady_s, eos
         )
     if "tick" in only:
-        results["tick"] = measure.one_tick(console, clients, work / "k", args.tick_messages)
+        tick = measure.one_tick(console, clients, work / "k", args.tick_messages)
+        off = measure.one_tick(console, clients, work / "k0", args.tick_messages, False)
+        tick["drain_msgs_per_s_no_changelog"] = off["drain_msgs_per_s"]
+        tick["sidecar_peak_rss_mb_no_changelog"] = off["sidecar_peak_rss_mb"]
+        if off["drain_msgs_per_s"]:
+            tick["changelog_cost_ratio"] = round(
+                tick["drain_msgs_per_s"] / off["drain_msgs_per_s"], 3
+            )
+        results["tick"] = tick
     if "cancels" in only:
         results["cancels"] = cancel_heavy(
             console, clients, work / "c", args.cancel_pending, args.order_rate, args.steady_s

@@ -231,10 +231,10 @@ def test_bench_e2e_every_client_and_the_sidecar_child(
     throughput = ["AdminClient", "Producer", "Producer", "Producer", "Consumer", "Producer"]
     throughput += ["Consumer", "Consumer"]
     lateness = ["AdminClient", "Producer", "Consumer"] * 2  # changelog on, then off
-    tick = ["AdminClient", "Producer", "Consumer"]
+    tick = ["AdminClient", "Producer", "Consumer"] * 2  # changelog on, then off
     assert_all_secured(fake_kafka, throughput + lateness + tick)
     changelogs = [child.get("changelog") for child in ForwardingSidecar.configs]
-    assert changelogs == [None, {"enabled": False}] * 2 + [None]  # throughput, lateness: on, off
+    assert changelogs == [None, {"enabled": False}] * 3  # throughput, lateness, tick: on, off
     for child in ForwardingSidecar.configs:
         assert child["kafka"]["client"] == SECURITY
         assert child["kafka"]["bootstrap_servers"] == "broker-1:9093"
@@ -242,6 +242,8 @@ def test_bench_e2e_every_client_and_the_sidecar_child(
     assert results["throughput"]["delivered"] == 3
     assert results["lateness"]["delivered"] == results["lateness"]["delivered_no_changelog"] == 4
     assert results["lateness"]["lateness_p99_target_ms"] == 150
+    assert results["tick"]["delivered"] == 3
+    assert "drain_msgs_per_s_no_changelog" in results["tick"]
 
 
 def test_passthrough(fake_kafka: Captured) -> None:
