@@ -46,8 +46,9 @@ def register(commands: Any, bench: Any) -> None:
     e2e.add_argument("--order-rate", type=int, default=1_000, help="cancels: orders/s")
     e2e.add_argument(
         "--workers", type=_counts, default=(1,), metavar="N[,N...]",
-        help="throughput: the sidecar's worker processes, e.g. 1,2 (each count measured "
-        "in the same run; delay topics get 2 partitions per worker of the largest)",
+        help="throughput and lateness: the sidecar's worker processes, e.g. 1,2 (each "
+        "count measured in the same run; delay topics get 2 partitions per worker of the "
+        "largest)",
     )  # fmt: skip
     e2e.add_argument(
         "--pure-python", action="store_true",

@@ -1,8 +1,8 @@
-"""The three measurements of ``bench e2e``: throughput, lateness, one tick.
+"""Two measurements of ``bench e2e``: throughput and one tick (lateness: ``lateness.py``).
 
 Each creates its own topics (names carry a timestamp, so runs never share data), starts
 its own sidecar child and returns a flat dict of numbers for the JSON and the table.
-Throughput and lateness run twice, with the changelog on (the default) and off, so the
+Each runs twice, with the changelog on (the default) and off, so the
 changelog's cost is measured in the same run (keys ending ``_no_changelog``).
 """
 
@@ -17,7 +17,7 @@ from rich.console import Console
 
 from delaybridge.connectors import KafkaClients, ensure_topics
 from delaybridge.tools.e2e.sidecar import SidecarProcess
-from delaybridge.tools.e2e.traffic import LiveArrivals, count_arrivals, fill, steady
+from delaybridge.tools.e2e.traffic import count_arrivals, fill
 from delaybridge.tools.passthrough import run_passthrough
 
 #: The sidecar's default tick, which the benchmark's children run with.
@@ -171,82 +171,6 @@ def _settled(side: SidecarProcess, partitions: int, workers: int) -> bool:
     """Every partition owned, by as many workers as there are (each owns some)."""
     owned = (side.get("/admin/stats") or {}).get("partitions", [])
     return len(owned) == partitions and len({p.get("worker") for p in owned}) == workers
-
-
-def lateness(
-    console: Console,
-    clients: KafkaClients,
-    work: Path,
-    rate: int,
-    seconds: int,
-    exactly_once: bool = False,
-) -> dict[str, Any]:
-    """A steady stream with 1–5 s delays: how late (or early) each record arrives, with
-    the changelog on (the default) and off, one after the other in the same run; with
-    ``exactly_once``, exactly-once mode too (keys ending ``_exactly_once``)."""
-    on = _steady_lateness(console, clients, work / "on", rate, seconds, {})
-    off = _steady_lateness(console, clients, work / "off", rate, seconds, _NO_CHANGELOG)
-    eos: dict[str, Any] = {}
-    if exactly_once:
-        eos = _steady_lateness(console, clients, work / "eos", rate, seconds, EOS)
-        eos["lateness_p99_target_ms"] = TICK_MS + 150
-    return {
-        "rate_msgs_per_s": rate,
-        "seconds": seconds,
-        **on,
-        **{f"{key}_no_changelog": value for key, value in off.items()},
-        **{f"{key}_exactly_once": value for key, value in eos.items()},
-        "tick_ms": TICK_MS,
-        "lateness_p99_target_ms": TICK_MS + 50,
-    }
-
-
-def _steady_lateness(
-    console: Console,
-    clients: KafkaClients,
-    work: Path,
-    rate: int,
-    seconds: int,
-    overrides: dict[str, Any],
-) -> dict[str, Any]:
-    delay, target = _topics(clients, "lt", "delay", "out")
-    side = SidecarProcess(clients.settings, work, delay, **overrides)
-    label = {"changelog": " (changelog off)", "delivery": " (exactly-once)"}
-    try:
-        arrivals = LiveArrivals(clients, target)
-        status = f"steady {rate} msg/s for {seconds} s{''.join(label[k] for k in overrides)}"
-        with console.status(status):
-            n = steady(
-                clients,
-                delay,
-                rate,
-                seconds,
-                lambda i: [
-                    ("delay-target-topic", target),
-                    ("delay-ms", str(1000 + (i * 7919) % 4000)),
-                ],
-            )
-        seen = arrivals.finish(n, timeout_s=60)
-        rss = side.peak_rss_mb()
-    finally:
-        side.stop()
-    late = sorted(arrivals.stamped)
-    visible = sorted(arrivals.visible)
-
-    def pct(p: float, values: list[int] = late) -> int:
-        return values[min(len(values) - 1, int(p * len(values)))] if values else -1
-
-    return {
-        "sent": n,
-        "delivered": seen,
-        "lateness_p50_ms": pct(0.50),
-        "lateness_p99_ms": pct(0.99),
-        "lateness_max_ms": late[-1] if late else -1,
-        "visible_lateness_p50_ms": pct(0.50, visible),
-        "visible_lateness_p99_ms": pct(0.99, visible),
-        "early": sum(1 for x in late if x < 0),
-        "sidecar_peak_rss_mb": round(rss, 1),
-    }
 
 
 def one_tick(

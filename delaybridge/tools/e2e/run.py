@@ -17,6 +17,7 @@ from delaybridge.tools.bench_kit import bench_cluster
 from delaybridge.tools.e2e import measure
 from delaybridge.tools.e2e.cancels import cancel_heavy
 from delaybridge.tools.e2e.hot_path import pure_python_run
+from delaybridge.tools.e2e.lateness import lateness
 
 MEASUREMENTS = ("throughput", "lateness", "tick")
 """What runs by default; ``cancels`` (issue 13's shop case) runs only when named."""
@@ -61,8 +62,8 @@ def _run_all(
     only = set(args.only or MEASUREMENTS)
     results: dict[str, Any] = {}
     eos = bool(getattr(args, "exactly_once", False))
+    workers = tuple(getattr(args, "workers", None) or (1,))
     if "throughput" in only:
-        workers = tuple(getattr(args, "workers", None) or (1,))
         results["throughput"] = measure.throughput(
             console, clients, work / "t", args.messages, eos, workers
         )
@@ -71,8 +72,8 @@ def _run_all(
                 console, clients, work / "t", args.messages, results["throughput"]
             )
     if "lateness" in only:
-        results["lateness"] = measure.lateness(
-            console, clients, work / "l", args.rate, args.steady_s, eos
+        results["lateness"] = lateness(
+            console, clients, work / "l", args.rate, args.steady_s, eos, workers
         )
     if "tick" in only:
         tick = measure.one_tick(console, clients, work / "k", args.tick_messages)

@@ -207,6 +207,7 @@ class ForwardingSidecar:
 def test_bench_e2e_every_client_and_the_sidecar_child(
     fake_kafka: Captured, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from delaybridge.tools.e2e import lateness as lateness_module
     from delaybridge.tools.e2e import measure, run_e2e
 
     config = tmp_path / "config.yaml"
@@ -214,6 +215,7 @@ def test_bench_e2e_every_client_and_the_sidecar_child(
     monkeypatch.setattr(ForwardingSidecar, "cluster", fake_kafka.cluster, raising=False)
     monkeypatch.setattr(ForwardingSidecar, "configs", [])
     monkeypatch.setattr(measure, "SidecarProcess", ForwardingSidecar)
+    monkeypatch.setattr(lateness_module, "SidecarProcess", ForwardingSidecar)
     args = argparse.Namespace(
         config=config,
         bootstrap=None,
