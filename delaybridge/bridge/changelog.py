@@ -7,10 +7,16 @@ The rules (DESIGN §5; the protocol as numbered steps is in docs/architecture.md
    commit (a :class:`Gate` per run of messages, through ``OffsetTracker``) until it is
    safe elsewhere than this disk: its value acknowledged in the changelog under key
    (N, generation), or the message itself delivered or cancelled;
-2. values are written behind, at every flush (:meth:`Changelog.write`): a message that
-   left the store before (delivered at once, cancelled, parked) needs neither a value
-   nor a tombstone, as Kafka Streams' record cache spares its changelog the records put
-   and deleted within a commit interval;
+2. values are written behind (:meth:`Changelog.write_behind`, at every flush): a value
+   goes out once its message has been in the store for ``changelog.write_behind_ms``
+   (default 5 s), so a message that left the store before (delivered, cancelled,
+   parked) needs neither a value nor a tombstone, as Kafka Streams' record cache spares
+   its changelog the records put and deleted within a commit interval. Short delays
+   (retries with backoff, reminders in seconds) then cost the changelog nothing, where
+   they cost a value and a tombstone each; the price is a commit position up to that
+   long behind (rule 1), i.e. a replica that lost its disk re-reads that much of its
+   delay topic. More than ``write_behind_max_records`` held in all goes out at once;
+   a handover, a shutdown and exactly-once commits write everything held;
 3. a message whose value was written gets a tombstone when it leaves the store
    (delivered, dead-lettered, cancelled, parked again under generation + 1);
 4. a failed write is retried with backoff while the partition is ours (its gate holds);
@@ -28,7 +34,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -39,6 +44,7 @@ from confluent_kafka import Message
 from delaybridge.bridge.attempts import generation_of
 from delaybridge.bridge.backoff import RetryQueue, backoff_ms
 from delaybridge.bridge.changelog_topics import ChangelogTopics
+from delaybridge.bridge.held_values import Gate, HeldValues
 from delaybridge.bridge.outbox import Outbox
 from delaybridge.bridge.partition import PartitionState, PartKey
 from delaybridge.timerlog import Clock, TimerRecord
@@ -53,28 +59,6 @@ from delaybridge.timerlog.commit_codec import decode
 
 log = logging.getLogger(__name__)
 SEEDING_MARK = "changelog_seeding"  # bridge/restore.py reads it too
-#: Values waiting for the next flush, per partition, before they are written at once.
-WRITE_BEHIND_RECORDS = 20_000
-
-
-@dataclass(eq=False, slots=True)
-class Gate:
-    """Holds a run's first delay-topic offset back from the commit until every message
-    of the run is safe (rule 1); ``offset`` -1 holds nothing (a parked copy, a seed)."""
-
-    part: PartitionState
-    offset: int
-    left: int
-    on_done: Callable[[], None] | None = field(default=None)
-
-    def done(self) -> None:
-        self.left -= 1
-        if self.left:
-            return
-        if self.offset >= 0:
-            self.part.offsets.produce_acked(self.offset)
-        if self.on_done is not None:
-            self.on_done()
 
 
 class Changelog:
@@ -88,8 +72,9 @@ class Changelog:
         self._retries = retries
         self._clock = clock
         self._acked: dict[PartKey, int] = {}
-        self._unwritten: dict[PartKey, dict[bytes, tuple[bytes, Gate]]] = {}
+        self._held = HeldValues(topics.settings.write_behind_max_records)
         self._progress: dict[PartKey, int] = {}
+        self._behind_ms = topics.settings.write_behind_ms
 
     def position(self, part: PartitionState) -> int | None:
         """The highest acknowledged changelog offset of ``part`` written by us."""
@@ -104,32 +89,48 @@ class Changelog:
         raws: list[bytes],
         *,
         gate_offset: bool = True,
+        at_once: bool = False,
     ) -> None:
-        """Records were appended to ``part``'s store: their values are written at the
-        next :meth:`write`. With ``gate_offset`` (ingest), the run's delay-topic offsets
-        wait for them (rule 1); a parked copy's offset was committed long ago."""
+        """Records were appended to ``part``'s store: their values are held back (rule
+        2), or written now (``at_once``: a new copy whose old one is tombstoned next —
+        a parked retry, a series' next occurrence — so a store rebuilt from the
+        changelog never holds neither). With ``gate_offset`` (ingest), the run's
+        delay-topic offsets wait for them (rule 1); a copy's offset was committed long
+        ago."""
         first = records[0].source_offset if gate_offset else -1
         gate = Gate(part, first, len(records))
         if gate_offset:
             part.offsets.produce_started(first)
-        unwritten = self._unwritten.setdefault(part.key, {})
-        for rec, raw in zip(records, raws, strict=True):
-            unwritten[key_of(rec.source_offset, generation_of(rec))] = (raw, gate)
-        if len(unwritten) >= WRITE_BEHIND_RECORDS:
-            self.write(part)
+        keys = [key_of(rec.source_offset, generation_of(rec)) for rec in records]
+        if at_once:
+            topic = self.topics.topic_for(part.topic)
+            for key, raw in zip(keys, raws, strict=True):
+                self._send_value(part, topic, key, value_of(raw), gate, 0)
+            return
+        if self._held.hold(part.key, keys, raws, gate, self._clock.now_ms()):
+            self.write(part)  # too many held in all
 
-    def write(self, part: PartitionState) -> None:
-        """Write ``part``'s values held back since the last call (rule 2)."""
-        unwritten = self._unwritten.pop(part.key, None)
-        if not unwritten:
+    def write(self, part: PartitionState, stored_by_ms: int | None = None) -> None:
+        """Write ``part``'s held values (rule 2): all, or those stored by ``stored_by_ms``."""
+        out = self._held.take(part.key, stored_by_ms)
+        if not out:
             return
         topic = self.topics.topic_for(part.topic)
-        for key, (raw, gate) in unwritten.items():
+        for key, raw, gate in out:
             self._send_value(part, topic, key, value_of(raw), gate, 0)
 
     def write_all(self, parts: list[PartitionState]) -> None:
+        """Write every held value of ``parts`` (a handover, a shutdown, a transaction)."""
         for part in parts:
             self.write(part)
+
+    def write_behind(self, parts: list[PartitionState]) -> None:
+        """Write the values held for ``changelog.write_behind_ms`` or longer (rule 2)."""
+        if not self._held:
+            return
+        stored_by_ms = self._clock.now_ms() - self._behind_ms
+        for part in parts:
+            self.write(part, stored_by_ms)
 
     def progress(self, part: PartitionState) -> None:
         """Write ``part``'s delivery cursor tick when it moved (rule 6); best effort:
@@ -206,13 +207,26 @@ class Changelog:
     def removed(self, part: PartitionState, rec: TimerRecord) -> None:
         """``rec`` left ``part``'s store: drop its unwritten value, or tombstone it."""
         key = key_of(rec.source_offset, generation_of(rec))
-        unwritten = self._unwritten.get(part.key)
-        if unwritten is not None:
-            held = unwritten.pop(key, None)
-            if held is not None:
-                held[1].done()  # safe now without ever being written
-                return
+        gate = self._held.drop(part.key, key)
+        if gate is not None:
+            gate.done()  # safe now without ever being written
+            return
         self._send_tombstone(part, self.topics.topic_for(part.topic), key, rec.id, 0)
+
+    def moved(
+        self, part: PartitionState, old: TimerRecord, records: list[TimerRecord], raws: list[bytes]
+    ) -> None:
+        """``records`` (a parked copy) replace ``old`` in ``part``'s store. If ``old``'s
+        value was never written, it is forgotten and the new one held as usual; else the
+        new one is written at once, ahead of ``old``'s tombstone, so a store rebuilt from
+        the changelog never holds neither."""
+        gate = self._held.drop(part.key, key_of(old.source_offset, generation_of(old)))
+        if gate is not None:
+            gate.done()
+            self.stored(part, records, raws, gate_offset=False)
+            return
+        self.stored(part, records, raws, gate_offset=False, at_once=True)
+        self.removed(part, old)
 
     def removed_by_store(self, part: PartitionState) -> None:
         """Tombstone what the store's cancels removed since the last call."""
@@ -262,7 +276,7 @@ class Changelog:
 
     def forget(self, part: PartitionState) -> None:
         self._acked.pop(part.key, None)
-        self._unwritten.pop(part.key, None)
+        self._held.forget(part.key)
         self._progress.pop(part.key, None)
 
 

@@ -141,8 +141,7 @@ class Spawner:
     def _stored(self, part: PartitionState, recs: list[TimerRecord], raws: list[bytes]) -> None:
         self.spawned += len(recs)
         if self._changelog is not None:  # written now: ahead of the tombstones
-            self._changelog.stored(part, recs, raws, gate_offset=False)
-            self._changelog.write(part)
+            self._changelog.stored(part, recs, raws, gate_offset=False, at_once=True)
 
 
 def _occurrence(rec: TimerRecord) -> int:

@@ -207,8 +207,9 @@ class Partitions:
     def commit_at_least_once(self, consumer: ConsumerEdge, deadline_s: float | None = None) -> bool:
         """The at-least-once checkpoint: changelog values out, reports served (until
         ``deadline_s`` at shutdown), then :meth:`flush_and_commit`."""
-        if self.restoring is not None:
-            self.restoring.changelog.write_all(list(self.by_key.values()))  # write-behind
+        if self.restoring is not None:  # the values held long enough; at shutdown all
+            parts, changelog = list(self.by_key.values()), self.restoring.changelog
+            changelog.write_behind(parts) if deadline_s is None else changelog.write_all(parts)
         if deadline_s is None:
             self._outbox.poll(0)
         else:

@@ -96,6 +96,15 @@ class ChangelogSettings(_Section):
     # reads in full, short.
     segment_ms: int = Field(default=3_600_000, gt=0)
     min_cleanable_dirty_ratio: float = Field(default=0.1, gt=0, lt=1)
+    # A stored message's value is written this long after it was stored, at a flush
+    # (bridge/changelog.py rule 2): one delivered or cancelled sooner costs the changelog
+    # nothing (no value, no tombstone), as Kafka Streams' cache within commit.interval.ms.
+    # The delay-topic offset commit waits for the values (a replica that lost its disk
+    # re-reads up to this much). 0: at the next flush. Ignored in exactly-once mode
+    # (every transaction writes all).
+    write_behind_ms: int = Field(default=5_000, ge=0)
+    # Values held back in all (~450 B each); past it a partition's are written at once.
+    write_behind_max_records: int = Field(default=100_000, gt=0)
     # Changelog records restored per loop turn (the loop keeps delivering meanwhile).
     restore_batch_records: int = Field(default=50_000, gt=0)
     # Warm standbys per partition: replicas that do not own a partition but keep its

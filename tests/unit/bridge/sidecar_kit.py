@@ -25,6 +25,9 @@ def fake_settings(data_dir: Path, **overrides: Any) -> Settings:
         "cancel_topic": CANCELS,
         "store": {"data_dir": str(data_dir), "tick_ms": 100, "wheel_slots": 1024},
         "shutdown_grace_ms": 200,
+        # Values at the next flush, as the tests here check the changelog after one
+        # checkpoint on a manual clock; test_changelog_write_behind.py tests the default.
+        "changelog": {"write_behind_ms": 0},
     }
     return load(None, **overlay(base, overrides))
 

@@ -1,0 +1,101 @@
+"""Changelog values held back, and the gates that hold delay-topic offsets for them.
+
+The changelog (``bridge/changelog.py``) writes a stored message's value behind: it waits
+here, keyed by its changelog key, with the time it was stored, until it is old enough
+to be written (rule 2) or its message leaves the store first (then it is dropped, and
+neither a value nor a tombstone is ever written). A :class:`Gate` per stored run holds
+the run's first delay-topic offset back from the group commit until every message of
+the run is safe (rule 1).
+
+Per partition the values are kept in the order they were stored (a dict keeps
+insertion order), so "everything stored by time T" is a prefix. Not thread-safe: the
+service's owner thread calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from delaybridge.bridge.partition import PartitionState, PartKey
+
+
+@dataclass(eq=False, slots=True)
+class Gate:
+    """Holds a run's first delay-topic offset back from the commit until every message
+    of the run is safe (rule 1); ``offset`` -1 holds nothing (a parked copy, a seed)."""
+
+    part: PartitionState
+    offset: int
+    left: int
+    on_done: Callable[[], None] | None = field(default=None)
+
+    def done(self) -> None:
+        self.left -= 1
+        if self.left:
+            return
+        if self.offset >= 0:
+            self.part.offsets.produce_acked(self.offset)
+        if self.on_done is not None:
+            self.on_done()
+
+
+class HeldValues:
+    """Values waiting to be written, per partition, oldest first; ``limit`` in all."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._by_part: dict[PartKey, dict[bytes, tuple[bytes, Gate, int]]] = {}
+        self._count = 0
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def hold(
+        self, part: PartKey, keys: list[bytes], raws: list[bytes], gate: Gate, now_ms: int
+    ) -> bool:
+        """Hold these values (stored at ``now_ms``); True when more than the limit are
+        held in all (the caller writes the partition's out)."""
+        held = self._by_part.setdefault(part, {})
+        before = len(held)
+        for key, raw in zip(keys, raws, strict=True):
+            held[key] = (raw, gate, now_ms)
+        self._count += len(held) - before
+        return self._count > self._limit
+
+    def take(self, part: PartKey, stored_by_ms: int | None) -> list[tuple[bytes, bytes, Gate]]:
+        """Remove and return ``part``'s values (key, raw, gate): all of them, or those
+        stored by ``stored_by_ms``."""
+        held = self._by_part.get(part)
+        if not held:
+            return []
+        if stored_by_ms is None:
+            del self._by_part[part]
+            out = [(key, raw, gate) for key, (raw, gate, _) in held.items()]
+        else:
+            out = []
+            for key, (raw, gate, at_ms) in held.items():
+                if at_ms > stored_by_ms:
+                    break
+                out.append((key, raw, gate))
+            for key, _, _ in out:
+                del held[key]
+        self._count -= len(out)
+        return out
+
+    def drop(self, part: PartKey, key: bytes) -> Gate | None:
+        """Forget one held value (its message left the store); its gate, or None if it
+        was not held."""
+        held = self._by_part.get(part)
+        found = held.pop(key, None) if held is not None else None
+        if found is None:
+            return None
+        self._count -= 1
+        return found[1]
+
+    def forget(self, part: PartKey) -> None:
+        """Drop a partition's values unwritten (it moved away: the next owner re-reads)."""
+        self._count -= len(self._by_part.pop(part, {}))

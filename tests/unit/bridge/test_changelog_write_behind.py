@@ -1,0 +1,90 @@
+"""Changelog values written behind by age (``changelog.write_behind_ms``), on the fakes.
+
+A value goes out once its message has been stored for ``write_behind_ms``; a message
+delivered or cancelled sooner never touches the changelog, and the delay-topic offset
+commit waits for the values it needs (rule 1 of ``bridge/changelog.py``). A new copy
+whose old copy is tombstoned at once (a parked retry) is written at once, so a store
+rebuilt from the changelog never holds neither.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.unit.bridge.sidecar_kit import FakeSidecar, schedule
+from tests.unit.bridge.test_changelog_fake import changelog, pending_ids
+
+BEHIND = {"write_behind_ms": 5_000}
+
+
+def test_a_message_gone_within_the_window_never_touches_the_changelog(tmp_path: Path) -> None:
+    side = FakeSidecar(tmp_path, changelog=BEHIND)
+    for i in range(3):
+        side.send(schedule(f"soon{i}", 2_000))
+    side.send(schedule("later0", 600_000), partition=1)
+    side.turns(2)
+    for _ in range(12):  # 3.6 s: the three are due and delivered, every flush in between
+        side.turns(1, advance_ms=300)
+        side.checkpoint()
+    assert sorted(h["delay-id"] for h in side.delivered()) == ["soon0", "soon1", "soon2"]
+    assert changelog(side) == []  # no value, no tombstone for them; later0 still held
+    assert side.committed(0) == 3  # delivered: their offsets are safe without a value
+    assert side.committed(1) is None  # later0 waits for its value
+    side.turns(6, advance_ms=300)  # past 5 s stored
+    side.checkpoint()
+    side.turns(1)
+    side.checkpoint()
+    assert [m.value() is not None for m in changelog(side)] == [True]
+    assert side.committed(1) == 1
+    side.stop()
+
+
+def test_a_disk_lost_within_the_window_loses_nothing(tmp_path: Path) -> None:
+    a = FakeSidecar(tmp_path / "a", changelog=BEHIND)
+    for i in range(4):
+        a.send(schedule(f"later{i}", 600_000), partition=i % 2)
+    a.turns(2, advance_ms=100)
+    a.checkpoint()
+    assert changelog(a) == [] and a.committed(0) is None  # held, and the commit waits
+    a.kill9()
+    shutil.rmtree(tmp_path / "a")
+    b = FakeSidecar(tmp_path / "b", clock=a.clock, cluster=a.cluster, changelog=BEHIND)
+    b.turns(4)  # re-read from the delay topic: nothing was committed past them
+    assert pending_ids(b) == {f"later{i}" for i in range(4)}
+    b.stop()
+
+
+def test_too_many_held_are_written_at_once(tmp_path: Path) -> None:
+    side = FakeSidecar(tmp_path, changelog=BEHIND | {"write_behind_max_records": 5})
+    for i in range(8):
+        side.send(schedule(f"later{i}", 600_000))
+    side.turns(2)
+    assert len(changelog(side)) == 8  # over the bound: the partition's values went out
+    side.stop()
+
+
+def test_a_parked_copy_survives_a_lost_disk_before_the_next_flush(tmp_path: Path) -> None:
+    """The parked copy's value must reach the changelog before the old copy's tombstone:
+    held back like a new message's (5 s), a disk lost meanwhile left the rebuilt store
+    with neither copy, and the message was gone (its offset committed long ago). Before
+    the window it was held until the next flush (200 ms), a narrower gap of the same
+    kind."""
+    delivery = {"missing_topic_retry_ms": 600_000}
+    a = FakeSidecar(tmp_path / "a", delivery=delivery, changelog=BEHIND)
+    a.send(schedule("r0", 6_000, target="not-yet"))
+    a.turns(2)
+    a.clock.advance(5_500)
+    a.checkpoint()  # stored 5.5 s ago: its value (generation 0) is written
+    a.turns(1)
+    a.checkpoint()
+    assert a.committed(0) == 1
+    a.turns(3, advance_ms=400)  # due: the target is missing, so it is parked
+    a.kill9()  # before the next flush
+    shutil.rmtree(tmp_path / "a")
+    a.cluster.create_topic("not-yet")
+    b = FakeSidecar(tmp_path / "b", clock=a.clock, cluster=a.cluster, delivery=delivery,
+                    changelog=BEHIND)  # fmt: skip
+    b.turns(8, advance_ms=1_000)
+    assert [h["delay-id"] for h in b.delivered("not-yet")] == ["r0"]
+    b.stop()
