@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaException, TopicPartition
 from rich.console import Console
 
 from delaybridge.connectors import KafkaClients
@@ -97,6 +98,8 @@ def _steady_lateness(
             )
         seen = arrivals.finish(n, timeout_s=60)
         rss = side.peak_rss_mb()
+        cpu_s = side.cpu_seconds()
+        changelog = changelog_records(clients, delay, partitions)
     finally:
         side.stop()
     late = sorted(arrivals.stamped)
@@ -115,4 +118,24 @@ def _steady_lateness(
         "visible_lateness_p99_ms": pct(0.99, visible),
         "early": sum(1 for x in late if x < 0),
         "sidecar_peak_rss_mb": round(rss, 1),
+        "sidecar_cpu_us_per_msg": round(cpu_s * 1e6 / n, 1) if n else None,
+        "changelog_records": changelog,
     }
+
+
+def changelog_records(clients: KafkaClients, delay: str, partitions: int) -> int | None:
+    """Records (values, tombstones, progress) in ``delay``'s changelog topic, as written by
+    a bench sidecar (group ``bench-<delay>``), or None without one."""
+    reader = clients.reader()
+    try:
+        topic = f"bench-{delay}-{delay}-changelog"
+        found = reader.list_topics(topic, timeout=10).topics.get(topic)
+        if found is None or found.error is not None:
+            return None
+        marks = [reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                 for p in range(partitions)]  # fmt: skip
+        return sum(high - low for low, high in marks)
+    except KafkaException:
+        return None
+    finally:
+        reader.close()

@@ -107,6 +107,17 @@ class SidecarProcess:
                     total += int(line.split()[1]) / 1024
         return total or float("nan")
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the sidecar and its worker processes used so far."""
+        total = 0
+        for pid in [self.proc.pid, *_children(self.proc.pid)]:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])  # utime, stime (stat fields 14, 15)
+        return total / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self._sampling = False
         self.proc.terminate()

@@ -200,6 +200,9 @@ class ForwardingSidecar:
     def peak_rss_mb(self) -> float:
         return 0.0
 
+    def cpu_seconds(self) -> float:
+        return 0.0
+
     def stop(self) -> None:
         self.cluster.on_append.remove(self.forward)
 
@@ -232,7 +235,8 @@ def test_bench_e2e_every_client_and_the_sidecar_child(
     # Fill both delay topics and the source, the passthrough, two sidecars' arrivals.
     throughput = ["AdminClient", "Producer", "Producer", "Producer", "Consumer", "Producer"]
     throughput += ["Consumer", "Consumer"]
-    lateness = ["AdminClient", "Producer", "Consumer"] * 2  # changelog on, then off
+    # changelog on, then off: topics, traffic, arrivals, the changelog's watermarks
+    lateness = ["AdminClient", "Producer", "Consumer", "Consumer"] * 2
     tick = ["AdminClient", "Producer", "Consumer"] * 2  # changelog on, then off
     assert_all_secured(fake_kafka, throughput + lateness + tick)
     changelogs = [child.get("changelog") for child in ForwardingSidecar.configs]
@@ -244,6 +248,7 @@ def test_bench_e2e_every_client_and_the_sidecar_child(
     assert results["throughput"]["delivered"] == 3
     assert results["lateness"]["delivered"] == results["lateness"]["delivered_no_changelog"] == 4
     assert results["lateness"]["lateness_p99_target_ms"] == 150
+    assert results["lateness"]["changelog_records_no_changelog"] is None  # no such topic
     assert results["tick"]["delivered"] == 3
     assert "drain_msgs_per_s_no_changelog" in results["tick"]
 
