@@ -15,7 +15,8 @@ The rules (DESIGN §5; the protocol as numbered steps is in docs/architecture.md
    (retries with backoff, reminders in seconds) then cost the changelog nothing, where
    they cost a value and a tombstone each; the price is a commit position up to that
    long behind (rule 1), i.e. a replica that lost its disk re-reads that much of its
-   delay topic. More than ``write_behind_max_records`` held in all goes out at once;
+   delay topic. Past ``write_behind_max_records`` held in all, the older half of the
+   storing partition's go out at once;
    a handover, a shutdown and exactly-once commits write everything held;
 3. a message whose value was written gets a tombstone when it leaves the store
    (delivered, dead-lettered, cancelled, parked again under generation + 1);
@@ -108,11 +109,16 @@ class Changelog:
                 self._send_value(part, topic, key, value_of(raw), gate, 0)
             return
         if self._held.hold(part.key, keys, raws, gate, self._clock.now_ms()):
-            self.write(part)  # too many held in all
+            # Too many held in all: the older half of this partition's goes out now (all
+            # at once would be a burst of that many records queued in the producer).
+            self.write(part, most=max(1, self._held.held(part.key) // 2))
 
-    def write(self, part: PartitionState, stored_by_ms: int | None = None) -> None:
-        """Write ``part``'s held values (rule 2): all, or those stored by ``stored_by_ms``."""
-        out = self._held.take(part.key, stored_by_ms)
+    def write(
+        self, part: PartitionState, stored_by_ms: int | None = None, most: int | None = None
+    ) -> None:
+        """Write ``part``'s held values (rule 2), oldest first: all, or those stored by
+        ``stored_by_ms``, at most ``most``."""
+        out = self._held.take(part.key, stored_by_ms, most)
         if not out:
             return
         topic = self.topics.topic_for(part.topic)

@@ -66,25 +66,30 @@ class HeldValues:
         self._count += len(held) - before
         return self._count > self._limit
 
-    def take(self, part: PartKey, stored_by_ms: int | None) -> list[tuple[bytes, bytes, Gate]]:
-        """Remove and return ``part``'s values (key, raw, gate): all of them, or those
-        stored by ``stored_by_ms``."""
+    def take(
+        self, part: PartKey, stored_by_ms: int | None = None, most: int | None = None
+    ) -> list[tuple[bytes, bytes, Gate]]:
+        """Remove and return ``part``'s values (key, raw, gate), oldest first: all of
+        them, or those stored by ``stored_by_ms``, at most ``most``."""
         held = self._by_part.get(part)
         if not held:
             return []
-        if stored_by_ms is None:
+        if stored_by_ms is None and most is None:
             del self._by_part[part]
             out = [(key, raw, gate) for key, (raw, gate, _) in held.items()]
         else:
             out = []
             for key, (raw, gate, at_ms) in held.items():
-                if at_ms > stored_by_ms:
+                if (stored_by_ms is not None and at_ms > stored_by_ms) or len(out) == most:
                     break
                 out.append((key, raw, gate))
             for key, _, _ in out:
                 del held[key]
         self._count -= len(out)
         return out
+
+    def held(self, part: PartKey) -> int:
+        return len(self._by_part.get(part, ()))
 
     def drop(self, part: PartKey, key: bytes) -> Gate | None:
         """Forget one held value (its message left the store); its gate, or None if it

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from delaybridge.timerlog.changelog_codec import parse_key
 from tests.unit.bridge.sidecar_kit import FakeSidecar, schedule
 from tests.unit.bridge.test_changelog_fake import changelog, pending_ids
 
@@ -55,12 +56,18 @@ def test_a_disk_lost_within_the_window_loses_nothing(tmp_path: Path) -> None:
     b.stop()
 
 
-def test_too_many_held_are_written_at_once(tmp_path: Path) -> None:
+def test_past_the_bound_the_oldest_held_are_written_at_once(tmp_path: Path) -> None:
     side = FakeSidecar(tmp_path, changelog=BEHIND | {"write_behind_max_records": 5})
     for i in range(8):
         side.send(schedule(f"later{i}", 600_000))
     side.turns(2)
-    assert len(changelog(side)) == 8  # over the bound: the partition's values went out
+    offsets = [parse_key(m.key(), "t")[0] for m in changelog(side)]
+    assert offsets == [0, 1, 2, 3]  # 8 held, over 5: the older half went out
+    for i in range(8, 11):
+        side.send(schedule(f"later{i}", 600_000))
+    side.turns(2)
+    offsets = [parse_key(m.key(), "t")[0] for m in changelog(side)]
+    assert offsets == [0, 1, 2, 3, 4, 5, 6]  # 7 held: the older 3 of them
     side.stop()
 
 
