@@ -12,10 +12,11 @@ Constants are ``Final``: mypyc keeps them in C statics (no dict lookup per use).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
 
+from delaybridge.bridge import header_names as names
 from delaybridge.bridge.decision_types import (
     MAX_HEADERS,
     MAX_ID_BYTES,
@@ -27,25 +28,11 @@ from delaybridge.bridge.decision_types import (
     IngestPlan,
     PartKey,
     Rejected,
+    Run,
     Schedule,
     SourceRecord,
 )
 from delaybridge.bridge.due import PLAIN_DUE, TIMING_PRECEDENCE, TIMING_RANK, delay_base_ms, due_ms
-from delaybridge.bridge.header_names import (
-    CONTROL_HEADERS,
-    DELAY_CANCEL,
-    DELAY_ID,
-    ETF1_EPOCH,
-    ETF1_TARGET_KEY,
-    ETF1_TARGET_TOPIC,
-    INTERNAL_HEADERS,
-    ON_DUPLICATE,
-    RECURRENCE_HEADERS,
-    RMQ_CANCEL,
-    RMQ_UNIQ_KEY,
-    TARGET_PARTITION,
-    TARGET_TOPIC,
-)
 from delaybridge.bridge.reasons import Reason
 from delaybridge.bridge.rules import HeaderRules, Rejection
 from delaybridge.bridge.series import Series, recurrence, state_header
@@ -53,15 +40,26 @@ from delaybridge.bridge.timing import TimeFormatError, parse_int
 from delaybridge.timerlog.records import TimerRecord
 
 #: Never stored with a message: ours to set (was a set union per header per record).
-_STRIPPED: Final = CONTROL_HEADERS | INTERNAL_HEADERS
+_STRIPPED: Final = names.CONTROL_HEADERS | names.INTERNAL_HEADERS
 #: The headers read as text (the control headers, and UNIQ_KEY for its id).
-_READ: Final = CONTROL_HEADERS | {RMQ_UNIQ_KEY}
-_RECURRENCE: Final = RECURRENCE_HEADERS
+_READ: Final = names.CONTROL_HEADERS | {names.RMQ_UNIQ_KEY}
+_RECURRENCE: Final = names.RECURRENCE_HEADERS
+DELAY_CANCEL: Final = names.DELAY_CANCEL
+DELAY_ID: Final = names.DELAY_ID
+ETF1_EPOCH: Final = names.ETF1_EPOCH
+ETF1_TARGET_KEY: Final = names.ETF1_TARGET_KEY
+ETF1_TARGET_TOPIC: Final = names.ETF1_TARGET_TOPIC
+ON_DUPLICATE: Final = names.ON_DUPLICATE
+RMQ_CANCEL: Final = names.RMQ_CANCEL
+RMQ_UNIQ_KEY: Final = names.RMQ_UNIQ_KEY
+TARGET_PARTITION: Final = names.TARGET_PARTITION
+TARGET_TOPIC: Final = names.TARGET_TOPIC
 _RANK: Final = TIMING_RANK
 _PLAIN: Final = PLAIN_DUE
 _TIMINGS: Final = len(TIMING_PRECEDENCE)
 _LOG_APPEND_TIME: Final = TIMESTAMP_LOG_APPEND_TIME
 _new: Final = tuple.__new__
+TIMER: Final = TimerRecord
 #: target -> the rules that last accepted it (``check_target`` is a pure function of both,
 #: its lru_cache says so): no call into interpreted code per record. Rules by identity.
 _accepted: Final[dict[str, HeaderRules]] = {}
@@ -74,10 +72,12 @@ def classify(record: SourceRecord, rules: HeaderRules, now_ms: int | None = None
     ``bridge/due.py``); the reconciliation job passes None.
     """
     try:
-        return _decide(
+        decision = _decide(
             record.topic, record.partition, record.offset, record.timestamp_ms,
             record.log_append_time, record.key, record.value, record.headers, rules, now_ms,
-        )  # fmt: skip
+            False,
+        )[0]  # fmt: skip
+        return cast("Schedule | Cancel", decision)  # not timer: never a TimerRecord
     except Rejection as rej:
         return Rejected(rej.reason, rej.detail)
 
@@ -85,14 +85,15 @@ def classify(record: SourceRecord, rules: HeaderRules, now_ms: int | None = None
 def _decide(
     topic: str, partition: int, offset: int, timestamp_ms: int, log_append_time: bool,
     key: bytes | None, value: bytes | None, headers: Headers, rules: HeaderRules,
-    now_ms: int | None,
-) -> Schedule | Cancel:  # fmt: skip
-    """classify() on a record's fields (``ingest_batch`` has no SourceRecord to build)."""
+    now_ms: int | None, timer: bool,
+) -> tuple[Schedule | TimerRecord | Cancel, bool]:  # fmt: skip
+    """classify() on a record's fields (``ingest_batch`` has no SourceRecord to build), and
+    whether a schedule replaces; ``timer``: a schedule as the TimerRecord to store."""
     found = _control_values(headers)
     cancel_id = found.get(DELAY_CANCEL) or found.get(RMQ_CANCEL)
     target = found.get(TARGET_TOPIC) or found.get(ETF1_TARGET_TOPIC)
     if cancel_id is not None:
-        return Cancel(_checked_id(cancel_id, DELAY_CANCEL), _cancel_target(target, rules))
+        return Cancel(_checked_id(cancel_id, DELAY_CANCEL), _cancel_target(target, rules)), False
     first, rank, recurring = "", _TIMINGS, False  # one pass over found
     for name in found:
         r = _RANK.get(name, _TIMINGS)
@@ -103,7 +104,7 @@ def _decide(
     timed = rank < _TIMINGS
     if value is None and not timed and not recurring and key is not None:
         key_id = _checked_id(_text(key, "record key"), "record key")
-        return Cancel(key_id, _cancel_target(target, rules))  # etf1 tombstone
+        return Cancel(key_id, _cancel_target(target, rules)), False  # etf1 tombstone
     target = target or rules.routes.get(topic)
     if not target:
         detail = f"no {TARGET_TOPIC} header and no route for delay topic {topic!r}"
@@ -128,13 +129,12 @@ def _decide(
     out_key = found[ETF1_TARGET_KEY].encode() if ETF1_TARGET_KEY in found else key
     default_id = f"{topic}-{partition}-{offset}"  # a record's id, and what it may replace
     id = _checked_id(_message_id(key, found, default_id), DELAY_ID)
-    return _new(  # Schedule(...), without its Python-level __new__
-        Schedule,
-        (
-            id, due, target, to_partition, out_key, _stored_headers(headers, series),
-            _replaces(found) and id != default_id, series,
-        ),
-    )  # fmt: skip
+    kept = _stored_headers(headers, series)
+    replace = _replaces(found) and id != default_id
+    if timer:  # built without the named tuples' Python-level __new__
+        return _new(TIMER, (id, due, target, to_partition, out_key, value, kept, offset,
+                            timestamp_ms)), replace  # fmt: skip
+    return _new(Schedule, (id, due, target, to_partition, out_key, kept, replace, series)), replace
 
 
 def ingest_batch(
@@ -147,49 +147,49 @@ def ingest_batch(
     plan = IngestPlan({}, {}, [], [], [])
     runs, later = plan.runs, plan.later
     upto: dict[PartKey, int | None] = {}  # stored_upto() of each partition of the batch
-    new = _new
+    where: PartKey = ("", -1)
+    run: Run | None = None  # where's run, once looked up
+    stored: int | None = None
     for msg in messages:
         if msg.error() is not None:
             plan.errors.append(msg)
             continue
-        where: PartKey = (msg.topic(), msg.partition())
-        if where in upto:
-            stored = upto[where]
-        else:
-            stored = upto[where] = stored_upto(where)
+        topic, partition = msg.topic(), msg.partition()
+        if partition != where[1] or topic != where[0]:  # batches come in runs of one partition
+            where, run = (topic, partition), None
+            stored = upto[where] if where in upto else upto.setdefault(where, stored_upto(where))
         if stored is None:
             continue  # revoked meanwhile (the next owner reads it) or still restoring
+        replace = False
+        decision: Schedule | TimerRecord | Cancel | Rejected
         try:
             ts_type, ts = msg.timestamp()
-            topic, partition = where
             offset, value = msg.offset(), msg.value()
             assert topic is not None and partition is not None and offset is not None
-            decision: Decision = _decide(
+            decision, replace = _decide(
                 topic, partition, offset, ts, ts_type == _LOG_APPEND_TIME,
-                msg.key(), value, msg.headers() or [], rules, now_ms,
+                msg.key(), value, msg.headers() or [], rules, now_ms, True,
             )  # fmt: skip
         except Rejection as rej:
             decision = Rejected(rej.reason, rej.detail)
         except Exception as exc:  # a bug: keep the record, say what happened
             plan.failures.append((where, msg, exc))
             decision = Rejected(Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-        if isinstance(decision, Schedule):
+        if isinstance(decision, TIMER):
             if offset > stored:
-                run = runs.get(where)
                 if run is None:
-                    run = runs[where] = ([], [], [])
-                run[0].append(new(TimerRecord, (decision[0], decision[1], decision[2],
-                    decision[3], decision[4], value, decision[5], offset, ts)))  # fmt: skip
+                    run = runs.get(where) or runs.setdefault(where, ([], [], []))
+                run[0].append(decision)
                 run[1].append(msg)
-                if decision[6]:  # replace
+                if replace:
                     run[2].append(msg)
-            elif decision[6]:  # stored before a crash; its replace maybe not
+            elif replace:  # stored before a crash; its replace maybe not
                 plan.stored_replaces.append((where, msg, Cancel(decision[0], decision[2])))
             continue
         writes = later.get(where)
         if writes is None:
             writes = later[where] = []
-        writes.append((msg, decision))
+        writes.append((msg, cast("Cancel | Rejected", decision)))  # timer: never a Schedule
     return plan
 
 
@@ -221,9 +221,10 @@ def _stored_headers(
     headers: Headers, series: Series | None
 ) -> tuple[tuple[str, bytes | None], ...]:
     kept: list[tuple[str, bytes | None]] = []
-    for name, raw in headers:
-        if name not in _STRIPPED:
-            kept.append((name, raw))
+    items: Sequence[Any] = headers  # as they are: the producer's tuples kept, not rebuilt
+    for item in items:
+        if item[0] not in _STRIPPED:
+            kept.append(item if type(item) is tuple else (item[0], item[1]))
     if series is not None:
         kept.append(state_header(series, 1))
     return tuple(kept)
