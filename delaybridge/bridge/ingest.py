@@ -1,7 +1,9 @@
 """Delay-topic records in: every record ends in exactly one place.
 
-:meth:`Ingestor.handle` takes one consumed batch. Each record is classified
-(:func:`~delaybridge.bridge.headers.classify`) and then:
+:meth:`Ingestor.handle` takes one consumed batch. Each record is classified, the whole
+batch in one (compiled) pass that decides exactly as
+:func:`~delaybridge.bridge.headers.classify` (:func:`~delaybridge.bridge.headers.ingest_batch`:
+schedules come out as the TimerRecords to store), and then:
 
 - a :class:`Schedule` is appended to its partition's store (one ``append`` per run of
   schedules of a partition); one that replaces by id is then also published to the
