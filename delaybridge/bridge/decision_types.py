@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from delaybridge.bridge.reasons import Reason
 from delaybridge.bridge.series import Series
+from delaybridge.timerlog.records import TimerRecord
 
 Headers = Sequence[tuple[str, bytes | None]]
 
@@ -78,3 +79,22 @@ class Rejected:
 
 
 Decision = Schedule | Cancel | Rejected
+PartKey = tuple[str, int]
+#: A run of schedules of one partition to append: the records, the messages they came
+#: from, and those of them that replace by id (published once stored).
+Run = tuple[list[TimerRecord], list[Any], list[Any]]
+
+
+class IngestPlan(NamedTuple):
+    """What ``classify_core.ingest_batch`` made of a consumed batch (``bridge/ingest.py``)."""
+
+    runs: dict[PartKey, Run]
+    """New schedules, by partition, in offset order."""
+    later: dict[PartKey, list[tuple[Any, Cancel | Rejected]]]
+    """Cancels and rejections, by partition, in offset order: side writes."""
+    stored_replaces: list[tuple[PartKey, Any, Cancel]]
+    """Schedules already stored (a re-read) that replace: their replace, once more."""
+    errors: list[Any]
+    """Messages that carry a consume error instead of a record."""
+    failures: list[tuple[PartKey, Any, Exception]]
+    """Records whose decision raised (a bug): dead-lettered as internal-error."""

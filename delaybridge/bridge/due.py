@@ -60,6 +60,20 @@ TIMING_PRECEDENCE = (
     RMQ_LEVEL,
     ETF1_EPOCH,
 )
+#: Where each timing header stands in TIMING_PRECEDENCE (0: first).
+TIMING_RANK = {name: rank for rank, name in enumerate(TIMING_PRECEDENCE)}
+#: What :func:`due_ms` makes of a header whose value is plain digits (at most 18, no
+#: sign: what ``parse_int`` accepts, minus negatives): ``base × a + value × b`` for the
+#: header's ``(a, b)``. The compiled classifier computes these inline.
+PLAIN_DUE = {
+    DELIVER_AT_MS: (0, 1),
+    RMQ_DELIVER_MS: (0, 1),
+    ETF1_EPOCH: (0, 1000),
+    DELAY_MS: (1, 1),
+    RMQ_DELAY_MS: (1, 1),
+    DELAY_SEC: (1, 1000),
+    RMQ_DELAY_SEC: (1, 1000),
+}
 
 
 def delay_base_ms(

@@ -25,8 +25,9 @@ id (``<topic>-<partition>-<offset>``, unique) has nothing to replace.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import Any
 
 from delaybridge import hotpath
 from delaybridge.bridge import classify_core
@@ -38,7 +39,10 @@ from delaybridge.bridge.decision_types import (
     Cancel,
     Decision,
     Headers,
+    IngestPlan,
+    PartKey,
     Rejected,
+    Run,
     Schedule,
     SourceRecord,
 )
@@ -53,11 +57,14 @@ __all__ = [
     "Cancel",
     "Decision",
     "Headers",
+    "IngestPlan",
     "Rejected",
+    "Run",
     "Schedule",
     "SourceRecord",
     "classify",
     "delivered_headers",
+    "ingest_batch",
 ]
 
 #: The classifier in use: ``classify_core`` compiled when a matching build is installed,
@@ -73,6 +80,25 @@ def classify(record: SourceRecord, rules: HeaderRules, now_ms: int | None = None
     """
     decision: Decision = _core.classify(record, rules, now_ms)
     return decision
+
+
+def ingest_batch(
+    messages: Sequence[Any], rules: HeaderRules, now_ms: int,
+    stored_upto: Callable[[PartKey], int | None],
+) -> IngestPlan:  # fmt: skip
+    """classify() over a consumed batch (``bridge/ingest.py``), in one pass straight from
+    the librdkafka messages: every record decided exactly as classify() decides it, and
+    sorted into the plan's runs (new schedules, as TimerRecords), side writes, replaces of
+    schedules already stored, consume errors and failures.
+
+    ``stored_upto(key)``: a partition's highest stored offset (its schedules at or below
+    it are stored already: skipped, their replace published again), or None to skip its
+    records (not ingesting); asked once per partition of the batch. Anything a decision
+    raises besides a Rejection becomes an ``internal-error`` Rejected, listed in the
+    plan's failures for the caller to log.
+    """
+    plan: IngestPlan = _core.ingest_batch(messages, rules, now_ms, stored_upto)
+    return plan
 
 
 def delivered_headers(

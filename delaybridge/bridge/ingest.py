@@ -1,7 +1,9 @@
 """Delay-topic records in: every record ends in exactly one place.
 
-:meth:`Ingestor.handle` takes one consumed batch. Each record is classified
-(:func:`~delaybridge.bridge.headers.classify`) and then:
+:meth:`Ingestor.handle` takes one consumed batch. Each record is classified, the whole
+batch in one (compiled) pass that decides exactly as
+:func:`~delaybridge.bridge.headers.classify` (:func:`~delaybridge.bridge.headers.ingest_batch`:
+schedules come out as the TimerRecords to store), and then:
 
 - a :class:`Schedule` is appended to its partition's store (one ``append`` per run of
   schedules of a partition); one that replaces by id is then also published to the
@@ -33,15 +35,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
-from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Message, TopicPartition
 from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import Message, TopicPartition
 
 from delaybridge.bridge.cancels import CancelRequest
 from delaybridge.bridge.changelog import Changelog
 from delaybridge.bridge.deadletter import dead_letter_headers
-from delaybridge.bridge.headers import Cancel, Rejected, Schedule, SourceRecord, classify
+from delaybridge.bridge.headers import Cancel, Rejected, Run, ingest_batch
 from delaybridge.bridge.partition import NO_SPACE, PartitionState, PartKey, Role
 from delaybridge.bridge.reasons import Reason
 from delaybridge.bridge.rules import HeaderRules
@@ -52,9 +55,6 @@ from delaybridge.timerlog import Clock, TimerRecord
 from delaybridge.timerlog.errors import DelayTooLong, InvalidRecord
 
 log = logging.getLogger(__name__)
-#: A run of schedules waiting to be appended: the records, the messages they came from,
-#: and the replaces to publish once they are stored.
-Run = tuple[list[TimerRecord], list[Message], list[Message]]
 
 
 class Ingestor:
@@ -81,45 +81,21 @@ class Ingestor:
     ) -> list[TopicPartition]:
         """Ingest one consumed batch. Returns where to read again: partitions whose
         store had no room for a run (from its first record), empty when all went in."""
-        now_ms = self._clock.now_ms()
-        runs: dict[PartKey, Run] = {}
-        later: dict[PartKey, list[tuple[Message, Cancel | Rejected]]] = {}
-        for msg in messages:
+        plan = ingest_batch(messages, self._rules, self._clock.now_ms(), partial(_upto, parts))
+        for msg in plan.errors:
             err = msg.error()
-            if err is not None:
-                if err.code() != RdKafkaError._PARTITION_EOF:
-                    log.warning(
-                        "consume error on %s [%s]: %s", msg.topic(), msg.partition(), err.str()
-                    )
-                continue
-            key: PartKey = (msg.topic(), msg.partition())  # type: ignore[assignment]
-            part = parts.get(key)
-            if part is None or part.revoking or part.role is not Role.ACTIVE:
-                continue  # revoked meanwhile (the next owner reads it) or still restoring
-            try:
-                record = _source_record(msg)
-                decision = classify(record, self._rules, now_ms)
-            except Exception as exc:  # a bug: keep the record, say what happened
-                log.exception("deciding about %s/%s/%s failed", *key, msg.offset())
-                decision = Rejected(Reason.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-            if isinstance(decision, Schedule):
-                if record.offset > part.stored_upto:
-                    records, msgs, replaces = runs.setdefault(key, ([], [], []))
-                    records.append(_timer_record(record, decision))
-                    msgs.append(msg)
-                    if decision.replace:
-                        replaces.append(msg)
-                elif decision.replace:  # stored before a crash; its replace maybe not
-                    replace = Cancel(decision.id, decision.target_topic)
-                    self._publish_cancel(part, msg, replace, replace=True)
-                continue
-            later.setdefault(key, []).append((msg, decision))
+            if err.code() != RdKafkaError._PARTITION_EOF:
+                log.warning("consume error on %s [%s]: %s", msg.topic(), msg.partition(), err.str())
+        for key, msg, exc in plan.failures:
+            log.error("deciding about %s/%s/%s failed", *key, msg.offset(), exc_info=exc)
+        for key, msg, replace in plan.stored_replaces:  # stored before a crash; maybe not
+            self._publish_cancel(parts[key], msg, replace, replace=True)  # its replace
         full: dict[PartKey, int] = {}
-        for key, run in runs.items():
+        for key, run in plan.runs.items():
             rewind = self._store_run(parts[key], run)
             if rewind is not None:
                 full[key] = rewind
-        for key, writes in later.items():
+        for key, writes in plan.later.items():
             self._side_writes(parts[key], writes, full.get(key))
         return [TopicPartition(t, p, offset) for (t, p), offset in full.items()]
 
@@ -207,7 +183,7 @@ class Ingestor:
     def _dead_letter(self, part: PartitionState, msg: Message, rej: Rejected) -> None:
         origin = _origin(msg)
         log.info("dead-lettering %s: %s (%s)", origin, rej.reason.value, rej.detail[:200])
-        headers = dead_letter_headers(headers_of(msg), rej.reason, rej.detail, origin)
+        headers = dead_letter_headers(_readable_headers(msg), rej.reason, rej.detail, origin)
         self._side.write(
             SideWrite(part, _offset(msg), self._dlt, msg.key(), msg.value(), headers,
                       shrinkable=True)
@@ -215,14 +191,14 @@ class Ingestor:
         self._tally.dead_lettered[rej.reason] += 1
 
 
-def _source_record(msg: Message) -> SourceRecord:
-    ts_type, ts = msg.timestamp()
-    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-    assert topic is not None and partition is not None and offset is not None
-    return SourceRecord(
-        topic, partition, offset, ts, msg.key(), msg.value(), headers_of(msg),
-        ts_type == TIMESTAMP_LOG_APPEND_TIME,
-    )  # fmt: skip
+def _readable_headers(msg: Message) -> list[tuple[str, bytes | None]]:
+    """The record's headers for its dead letter; none if librdkafka cannot read them (a
+    header name that is not UTF-8 raises): the record was rejected for that, as an
+    internal error naming it, and must reach the dead-letter topic all the same."""
+    try:
+        return headers_of(msg)
+    except Exception:
+        return []
 
 
 def _offset(msg: Message) -> int:
@@ -234,15 +210,10 @@ def _origin(msg: Message) -> str:
     return f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
 
 
-def _timer_record(record: SourceRecord, schedule: Schedule) -> TimerRecord:
-    return TimerRecord(
-        id=schedule.id,
-        due_ms=schedule.due_ms,
-        target_topic=schedule.target_topic,
-        target_partition=schedule.target_partition,
-        key=schedule.key,
-        value=record.value,
-        headers=schedule.headers,
-        source_offset=record.offset,
-        source_timestamp_ms=record.timestamp_ms,
-    )
+def _upto(parts: Mapping[PartKey, PartitionState], key: PartKey) -> int | None:
+    """The highest offset of ``key`` already stored, or None when its records are not
+    ingested now (revoked meanwhile -- the next owner reads it -- or still restoring)."""
+    part = parts.get(key)
+    if part is None or part.revoking or part.role is not Role.ACTIVE:
+        return None
+    return part.stored_upto

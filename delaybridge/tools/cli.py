@@ -4,6 +4,7 @@ delaybridge demo [--work-dir var/demo] [--port 39092] [--no-report]   # the READ
 delaybridge bench e2e [--config FILE | --bootstrap HOST:PORT] [--messages N] [--only ...]
                       [--exactly-once] [--workers 1,2]
 delaybridge bench hotpath [--records N] [--package NAME=DIR]
+delaybridge bench ingest [--records N] [--repeat N]
 delaybridge bench restore [--bootstrap HOST:PORT] [--pending 1000000,10000000]
 """
 
@@ -72,6 +73,12 @@ def register(commands: Any, bench: Any) -> None:
     hot.add_argument("--json", type=Path, default=Path("bench-results/hotpath.json"))
     hot.set_defaults(handler=_hotpath)
 
+    ingest = bench.add_parser("ingest", help="Ingestor.handle per record: pure vs compiled")
+    ingest.add_argument("--records", type=int, default=20_000, help="records per round")
+    ingest.add_argument("--repeat", type=int, default=10, help="rounds; the best counts")
+    ingest.add_argument("--json", type=Path, default=Path("bench-results/ingest.json"))
+    ingest.set_defaults(handler=_ingest)
+
     restore = bench.add_parser("restore", help="rebuild a store from its changelog: rate")
     restore.add_argument("--bootstrap", help="an existing broker (default: start a local one)")
     restore.add_argument(
@@ -99,6 +106,12 @@ def _hotpath(args: argparse.Namespace) -> int:
     from delaybridge.tools.bench_hotpath import run_hotpath_bench
 
     return run_hotpath_bench(args.records, args.repeat, args.package, args.json)
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from delaybridge.tools.bench_ingest import run_ingest_bench
+
+    return run_ingest_bench(args.records, args.repeat, args.json)
 
 
 def _failover(args: argparse.Namespace) -> int:
