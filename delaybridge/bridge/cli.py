@@ -104,6 +104,7 @@ def _run(args: argparse.Namespace) -> int:
     import signal
 
     from delaybridge import hotpath
+    from delaybridge.bridge import gc_tuning
     from delaybridge.bridge.http import HttpServer
     from delaybridge.bridge.service import Service
     from delaybridge.bridge.settings import load
@@ -124,6 +125,7 @@ def _run(args: argparse.Namespace) -> int:
         return run_supervised(settings, count, args.config, verbose)
     if args.worker is not None:
         settings = worker_settings(settings, args.worker)
+    gc_tuning.tune()
     service = Service(settings, worker=args.worker or 0)
     hotpath.announce()  # compiled (mypyc) or pure Python: logged once per process
 
@@ -134,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     with HttpServer(settings.http, service.control, service.metrics) as http:
         print(f"{HTTP_ANNOUNCE}{http.url}", flush=True)
-        service.run()
+        service.run(on_ready=gc_tuning.freeze_startup)
     if service.control.failure is not None:
         print(f"delaybridge: stopped: {service.control.failure}", file=sys.stderr)
         return 3
