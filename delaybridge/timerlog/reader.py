@@ -38,6 +38,7 @@ from delaybridge.timerlog import lists, passes
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.commit_log import CommitLog
 from delaybridge.timerlog.due_hint import DueHint
+from delaybridge.timerlog.gc_pause import without_gc
 from delaybridge.timerlog.quarantine import Quarantine
 from delaybridge.timerlog.records import DeliveryCursor, DueRecord
 from delaybridge.timerlog.timer_log import TimerLog
@@ -115,6 +116,7 @@ class Reader:
         self._due_hint.placed(min_slot_ms)
 
     # -- delivery -------------------------------------------------------------
+    @without_gc
     def take_due(self, max_records: int, now_ms: int) -> list[DueRecord]:
         out: list[DueRecord] = []
         if now_ms < self._roll_retry_ms:

@@ -10,6 +10,8 @@ equality, hashing); use ``rec._replace(...)`` instead of ``dataclasses.replace``
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from typing import NamedTuple
 
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -101,3 +103,11 @@ class Cancel(NamedTuple):
         if ts != self.sent_ms:
             return ts < self.sent_ms
         return self.offset is None or rec.source_offset < self.offset
+
+
+_RECORD, _TOPIC = itemgetter(0), itemgetter(2)
+
+
+def topics_of(dues: Iterable[DueRecord]) -> Iterator[str]:
+    """Each due message's target topic, read in C (no Python frame per message)."""
+    return map(_TOPIC, map(_RECORD, dues))

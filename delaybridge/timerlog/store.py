@@ -32,7 +32,7 @@ from delaybridge.timerlog.matching import IdMatcher
 from delaybridge.timerlog.quarantine import Quarantine
 from delaybridge.timerlog.raw_records import batch_of_raw
 from delaybridge.timerlog.reader import Reader
-from delaybridge.timerlog.records import Cancel, DeliveryCursor, DueRecord, TimerRecord
+from delaybridge.timerlog.records import Cancel, DeliveryCursor, DueRecord, TimerRecord, topics_of
 from delaybridge.timerlog.recovery import Opened, recover
 from delaybridge.timerlog.replace_waits import ReplaceWaits
 from delaybridge.timerlog.settings import StoreSettings
@@ -214,7 +214,7 @@ class TimerStore:
         """
         done = self.reader.mark_delivered(cursor)
         self.counters.delivered_total += len(done)
-        self._pending.subtract(Counter([d.record.target_topic for d in done]))
+        self._pending.subtract(Counter(topics_of(done)))
 
     # -- durability -------------------------------------------------------------
     @property
