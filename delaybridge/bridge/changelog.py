@@ -146,7 +146,18 @@ class Changelog:
             return
         self._progress[part.key] = tick
         topic = self.topics.topic_for(part.topic)
-        self._outbox.send(topic, PROGRESS.pack(tick), PROGRESS_KEY, None, _ignore, part.partition)
+        on_delivery = partial(self._progress_outcome, part)
+        self._outbox.send(topic, PROGRESS.pack(tick), PROGRESS_KEY, None, on_delivery,
+                          part.partition)  # fmt: skip
+
+    def _progress_outcome(
+        self, part: PartitionState, err: RdKafkaError | None, msg: Message | None
+    ) -> None:
+        """A progress record's offset counts in the position (rule 5): with values held
+        back, a store whose messages all left within the window writes nothing else,
+        and without a position its restart would rebuild it from the changelog."""
+        if err is None:
+            self._note_acked(part, msg)
 
     def seed(self, part: PartitionState) -> None:
         """Write every pending message of a store that predates its changelog (an
@@ -284,7 +295,3 @@ class Changelog:
         self._acked.pop(part.key, None)
         self._held.forget(part.key)
         self._progress.pop(part.key, None)
-
-
-def _ignore(err: RdKafkaError | None, msg: Message | None) -> None:
-    """Delivery report of a progress record: a lost one is superseded by the next."""

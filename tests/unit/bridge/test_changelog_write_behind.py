@@ -95,3 +95,28 @@ def test_a_parked_copy_survives_a_lost_disk_before_the_next_flush(tmp_path: Path
     b.turns(8, advance_ms=1_000)
     assert [h["delay-id"] for h in b.delivered("not-yet")] == ["r0"]
     b.stop()
+
+
+def test_a_store_whose_messages_all_left_within_the_window_reopens_without_a_rebuild(
+    tmp_path: Path,
+) -> None:
+    """Its changelog holds only progress records, all written by it: their offsets are
+    the position its checkpoint remembers. Without that, a restart after kill -9 found
+    no mark, took the store for a stranger's and rebuilt it from the changelog (the
+    two-worker kill -9 test on a real broker caught it)."""
+    side = FakeSidecar(tmp_path / "a", changelog=BEHIND)
+    for i in range(4):
+        side.send(schedule(f"soon{i}", 1_000))
+    side.turns(2)
+    for _ in range(10):
+        side.turns(1, advance_ms=300)
+        side.checkpoint()
+    assert len(side.delivered()) == 4 and changelog(side) == []
+    store = next(p.store for p in side.service.partitions if p.partition == 0)
+    assert store.marks.get("changelog") is not None  # the progress records' position
+    side.kill9()
+    again = FakeSidecar(tmp_path / "a", clock=side.clock, cluster=side.cluster, changelog=BEHIND)
+    again.turns(3)
+    assert not list((tmp_path / "a").rglob("*.stale*"))  # reopened, not set aside
+    assert len(again.delivered()) == 4
+    again.stop()
