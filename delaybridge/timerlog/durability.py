@@ -8,7 +8,7 @@
 2. forget applied cancels of ticks the delivery cursor has passed;
 3. every ``LIVE_RECOMPUTE_MS`` (or when asked), recompute ``live_start``: the oldest
    timer-log entry a tick at or after the cursor's still needs (a pass over every
-   slot, whose pages then leave the process's RSS: the ticks in use fault back in);
+   slot, whose pages leave the process's RSS chunk by chunk: ``TimingWheel``);
 4. replace the checkpoint (temp, fsync, rename, fsync dir) -- unless it would say what
    the last one says: an idle store writes nothing, which also spares a full disk a
    write it cannot make -- then drop a compacted cancel log's previous generation;
@@ -68,7 +68,6 @@ class Flusher:
             if done.index + 1 >= self.wheel.list_of(done.tick_ms).length:
                 from_ms += self.wheel.tick_ms  # the cursor's tick is read to its end
             _, min_first = self.wheel.live_summary(from_ms)
-            self.wheel.release_pages()  # the pass faulted in every slot; keep what is used
             self.live_start = self.timer.end if min_first is None else min_first
             self._live_at_ms = now_ms
         self._save()  # 4

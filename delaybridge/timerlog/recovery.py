@@ -158,7 +158,6 @@ def _recover(
         for index, slot_ms in (found.superseded if found is not None else {}).items():
             cancels.apply(index, slot_ms)  # already rolled: skipped when reached
         wheel.set_stamp(0)  # step 8
-        wheel.release_pages()  # the checks read every slot: not the process's RSS
         timer.load_index(ckpt.live_start)  # step 9
         if verify and ckpt.live_start < ckpt.timer_end:  # step 10
             first_cl = timer.entry(ckpt.live_start).cl_pos

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -138,9 +139,7 @@ class TimingWheel:
     def bad_slots(self) -> npt.NDArray[np.intp]:
         """Slots in use whose CRC fails (checked in chunks to bound memory)."""
         bad: list[npt.NDArray[np.intp]] = []
-        step = 1 << 16
-        for start in range(0, self.n_slots, step):
-            part = self.slots[start : start + step]
+        for start, part in self._passes(1 << 16):
             used = np.flatnonzero(part["count"] != 0)
             rows = part[used].view(np.uint8).reshape(-1, SLOT_SIZE)[:, 4:]
             wrong = used[CRC.compute(rows) != part["crc"][used]]
@@ -149,14 +148,20 @@ class TimingWheel:
 
     def clear(self) -> None:
         """Empty every slot (writing only the slots in use)."""
-        for start in range(0, self.n_slots, 1 << 18):
-            part = self.slots[start : start + (1 << 18)]
+        for _, part in self._passes():
             used = np.flatnonzero(part["count"] != 0)
             if len(used):
                 part["count"][used] = 0
 
-    def release_pages(self) -> None:
-        self._mm.madvise(mmap.MADV_DONTNEED)
+    def _passes(self, step: int = 1 << 18) -> Iterator[tuple[int, npt.NDArray[np.void]]]:
+        """The slots in chunks, each chunk's pages out of the RSS once the caller is done
+        with it: a pass over every slot (recovery, the live-start recount) must not
+        leave the file resident (slots in use fault back in when next used)."""
+        for start in range(0, self.n_slots, step):
+            yield start, self.slots[start : start + step]
+            first = (HEADER_SIZE + SLOT_SIZE * start) // mmap.PAGESIZE * mmap.PAGESIZE
+            end = HEADER_SIZE + SLOT_SIZE * min(start + step, self.n_slots)
+            self._mm.madvise(mmap.MADV_DONTNEED, first, end - first)
 
     # -- lists ----------------------------------------------------------------
     def index(self, time_ms: I64) -> I64:
@@ -244,9 +249,7 @@ class TimingWheel:
 
     def seal_rebuild(self) -> None:
         """Compute the CRC of every slot in use (after the last :meth:`rebuild_chunk`)."""
-        step = 1 << 18
-        for start in range(0, self.n_slots, step):
-            part = self.slots[start : start + step]
+        for _, part in self._passes():
             used = np.flatnonzero(part["count"] != 0)
             if len(used):
                 rows = part[used].view(np.uint8).reshape(-1, SLOT_SIZE)[:, 4:]
@@ -271,19 +274,16 @@ class TimingWheel:
     def live_count(self, after_ms: int) -> int:
         """Entries in the lists of ticks after ``after_ms`` (recovery checks the sum)."""
         total = 0
-        for start in range(0, self.n_slots, 1 << 18):
-            part = self.slots[start : start + (1 << 18)]
+        for _, part in self._passes():
             used = (part["count"] != 0) & (part["time_ms"] > after_ms)
             total += int(part["count"][used].sum())
         return total
 
     def live_summary(self, from_ms: int) -> tuple[int | None, int | None]:
         """(earliest tick >= from_ms in use, smallest ``first`` among them)."""
-        step = 1 << 18
         earliest: int | None = None
         min_first: int | None = None
-        for start in range(0, self.n_slots, step):
-            part = self.slots[start : start + step]
+        for _, part in self._passes():
             used = (part["count"] != 0) & (part["time_ms"] >= from_ms)
             if not used.any():
                 continue
