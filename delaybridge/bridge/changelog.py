@@ -10,14 +10,11 @@ The rules (DESIGN §5; the protocol as numbered steps is in docs/architecture.md
 2. values are written behind (:meth:`Changelog.write_behind`, at every flush): a value
    goes out once its message has been in the store for ``changelog.write_behind_ms``
    (default 5 s), so a message that left the store before (delivered, cancelled,
-   parked) needs neither a value nor a tombstone, as Kafka Streams' record cache spares
-   its changelog the records put and deleted within a commit interval. Short delays
-   (retries with backoff, reminders in seconds) then cost the changelog nothing, where
-   they cost a value and a tombstone each; the price is a commit position up to that
-   long behind (rule 1), i.e. a replica that lost its disk re-reads that much of its
-   delay topic. Past ``write_behind_max_records`` held in all, the older half of the
-   storing partition's go out at once;
-   a handover, a shutdown and exactly-once commits write everything held;
+   parked) needs neither a value nor a tombstone (Kafka Streams' record cache within a
+   commit interval); the price is a commit position up to that long behind (rule 1),
+   i.e. a replica that lost its disk re-reads that much of its delay topic. Past
+   ``write_behind_max_records`` held in all, the older half of the storing partition's
+   go out at once; a handover, a shutdown and exactly-once commits write all held;
 3. a message whose value was written gets a tombstone when it leaves the store
    (delivered, dead-lettered, cancelled, parked again under generation + 1);
 4. a failed write is retried with backoff while the partition is ours (its gate holds);
@@ -45,9 +42,10 @@ from confluent_kafka import Message
 from delaybridge.bridge.attempts import generation_of
 from delaybridge.bridge.backoff import RetryQueue, backoff_ms
 from delaybridge.bridge.changelog_topics import ChangelogTopics
-from delaybridge.bridge.held_values import Gate, HeldValues
+from delaybridge.bridge.held_values import Gate, HeldValues, held_key, key_parts
 from delaybridge.bridge.outbox import Outbox
 from delaybridge.bridge.partition import PartitionState, PartKey
+from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import Clock, TimerRecord
 from delaybridge.timerlog.changelog_codec import (
     ID_HEADER,
@@ -57,6 +55,7 @@ from delaybridge.timerlog.changelog_codec import (
     value_of,
 )
 from delaybridge.timerlog.commit_codec import decode
+from delaybridge.timerlog.commit_format import EncodedBatch
 
 log = logging.getLogger(__name__)
 SEEDING_MARK = "changelog_seeding"  # bridge/restore.py reads it too
@@ -87,28 +86,29 @@ class Changelog:
         self,
         part: PartitionState,
         records: list[TimerRecord],
-        raws: list[bytes],
+        encoded: EncodedBatch,
         *,
         gate_offset: bool = True,
         at_once: bool = False,
     ) -> None:
-        """Records were appended to ``part``'s store: their values are held back (rule
-        2), or written now (``at_once``: a new copy whose old one is tombstoned next —
-        a parked retry, a series' next occurrence — so a store rebuilt from the
-        changelog never holds neither). With ``gate_offset`` (ingest), the run's
-        delay-topic offsets wait for them (rule 1); a copy's offset was committed long
-        ago."""
+        """``records`` were appended to ``part``'s store (as ``encoded``): their values
+        are held (rule 2), or written now (``at_once``: a copy whose old one is
+        tombstoned next, so a store rebuilt from the changelog never holds neither).
+        ``gate_offset`` (ingest): their delay-topic offsets wait for them (rule 1)."""
         first = records[0].source_offset if gate_offset else -1
         gate = Gate(part, first, len(records))
         if gate_offset:
             part.offsets.produce_started(first)
-        keys = [key_of(rec.source_offset, generation_of(rec)) for rec in records]
         if at_once:
             topic = self.topics.topic_for(part.topic)
-            for key, raw in zip(keys, raws, strict=True):
+            for rec, raw in zip(records, encoded.records(), strict=True):
+                key = key_of(rec.source_offset, generation_of(rec))
                 self._send_value(part, topic, key, value_of(raw), gate, 0)
             return
-        if self._held.hold(part.key, keys, raws, gate, self._clock.now_ms()):
+        keys = [held_key(rec.source_offset, generation_of(rec)) for rec in records]
+        assert encoded.positions is not None, "a batch the store appended has positions"
+        positions: list[int] = encoded.positions.tolist()
+        if self._held.hold(part.key, keys, positions, gate, self._clock.now_ms()):
             # Too many held in all: the older half of this partition's goes out now (all
             # at once would be a burst of that many records queued in the producer).
             self.write(part, most=max(1, self._held.held(part.key) // 2))
@@ -119,11 +119,19 @@ class Changelog:
         """Write ``part``'s held values (rule 2), oldest first: all, or those stored by
         ``stored_by_ms``, at most ``most``."""
         out = self._held.take(part.key, stored_by_ms, most)
-        if not out:
+        if not out or part.closed:
             return
         topic = self.topics.topic_for(part.topic)
-        for key, raw, gate in out:
-            self._send_value(part, topic, key, value_of(raw), gate, 0)
+        read = part.store.commit_log.raw  # the record is pending: its segment is there
+        for key, position, gate in out:
+            try:
+                value = value_of(read(position))
+            except IntegrityError as exc:  # gone or damaged: delivery deals with it
+                log.error("%s: cannot write the value at %d to the changelog: %s",
+                          part.name, position, exc)  # fmt: skip
+                gate.done()
+                continue
+            self._send_value(part, topic, key_of(*key_parts(key)), value, gate, 0)
 
     def write_all(self, parts: list[PartitionState]) -> None:
         """Write every held value of ``parts`` (a handover, a shutdown, a transaction)."""
@@ -153,21 +161,17 @@ class Changelog:
     def _progress_outcome(
         self, part: PartitionState, err: RdKafkaError | None, msg: Message | None
     ) -> None:
-        """A progress record's offset counts in the position (rule 5): with values held
-        back, a store whose messages all left within the window writes nothing else,
-        and without a position its restart would rebuild it from the changelog."""
+        """A progress record's offset counts in the position (rule 5): a store whose
+        messages all left within the window writes nothing else (no position: rebuilt)."""
         if err is None:
             self._note_acked(part, msg)
 
     def seed(self, part: PartitionState) -> None:
         """Write every pending message of a store that predates its changelog (an
-        upgrade, or changelog turned on later), so it becomes restorable too.
-
-        The store is marked ``changelog_seeding`` (durably, first) until every value is
-        acknowledged: a crash meanwhile seeds again on the next start (the same keys and
-        values again: harmless) instead of taking the partly written changelog for the
-        truth and setting the local copy aside.
-        """
+        upgrade, or changelog turned on later), so it becomes restorable too. The store
+        is marked ``changelog_seeding`` (durably, first) until every value is acked: a
+        crash meanwhile seeds again (same keys and values: harmless) instead of taking
+        the partly written changelog for the truth and setting the local copy aside."""
         store = part.store
         store.marks[SEEDING_MARK] = 1
         store.flush()
@@ -223,26 +227,25 @@ class Changelog:
 
     def removed(self, part: PartitionState, rec: TimerRecord) -> None:
         """``rec`` left ``part``'s store: drop its unwritten value, or tombstone it."""
-        key = key_of(rec.source_offset, generation_of(rec))
-        gate = self._held.drop(part.key, key)
+        generation = generation_of(rec)
+        gate = self._held.drop(part.key, held_key(rec.source_offset, generation))
         if gate is not None:
             gate.done()  # safe now without ever being written
             return
+        key = key_of(rec.source_offset, generation)
         self._send_tombstone(part, self.topics.topic_for(part.topic), key, rec.id, 0)
 
-    def moved(
-        self, part: PartitionState, old: TimerRecord, records: list[TimerRecord], raws: list[bytes]
-    ) -> None:
-        """``records`` (a parked copy) replace ``old`` in ``part``'s store. If ``old``'s
-        value was never written, it is forgotten and the new one held as usual; else the
-        new one is written at once, ahead of ``old``'s tombstone, so a store rebuilt from
-        the changelog never holds neither."""
-        gate = self._held.drop(part.key, key_of(old.source_offset, generation_of(old)))
+    def moved(self, part: PartitionState, old: TimerRecord, records: list[TimerRecord],
+              encoded: EncodedBatch) -> None:  # fmt: skip
+        """``records`` (a parked copy) replace ``old``. ``old``'s value never written:
+        it is forgotten, the new one held; else the new one is written at once, ahead of
+        ``old``'s tombstone, so a store rebuilt from the changelog never holds neither."""
+        gate = self._held.drop(part.key, held_key(old.source_offset, generation_of(old)))
         if gate is not None:
             gate.done()
-            self.stored(part, records, raws, gate_offset=False)
+            self.stored(part, records, encoded, gate_offset=False)
             return
-        self.stored(part, records, raws, gate_offset=False, at_once=True)
+        self.stored(part, records, encoded, gate_offset=False, at_once=True)
         self.removed(part, old)
 
     def removed_by_store(self, part: PartitionState) -> None:

@@ -291,7 +291,7 @@ class Deliverer:
             return
         part.pipeline.resolve(attempt.batch)
         if self._changelog is not None:  # the new copy, then the old one's tombstone
-            self._changelog.moved(part, attempt.due.record, [parked], encoded.records())
+            self._changelog.moved(part, attempt.due.record, [parked], encoded)
 
     def _retry(self, attempt: Attempt) -> bool:
         return attempt.part.closed or self._send(attempt)  # moved: the next owner sends it

@@ -131,7 +131,7 @@ class Ingestor:
         part.offsets.handled(records[-1].source_offset)
         self._tally.enqueued[part.topic] += len(records)
         if self._changelog is not None:
-            self._changelog.stored(part, records, encoded.records())
+            self._changelog.stored(part, records, encoded)
             self._changelog.removed_by_store(part)  # waiting cancels that matched at once
         self._publish_replaces(part, records, msgs, set(map(id, replaces)))
         return None
@@ -153,7 +153,7 @@ class Ingestor:
             part.offsets.handled(rec.source_offset)
             self._tally.enqueued[part.topic] += 1
             if self._changelog is not None:
-                self._changelog.stored(part, [rec], encoded.records())
+                self._changelog.stored(part, [rec], encoded)
                 self._changelog.removed_by_store(part)
             self._publish_replaces(part, [rec], [msg], replacing)
 

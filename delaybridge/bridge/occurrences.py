@@ -37,6 +37,7 @@ from delaybridge.bridge.partition import NO_SPACE, PartitionState, PartKey
 from delaybridge.bridge.series import occurrence_of, read_state, state_header
 from delaybridge.bridge.tally import Tally
 from delaybridge.timerlog import Clock, TimerRecord, TimerStore
+from delaybridge.timerlog.commit_format import EncodedBatch
 from delaybridge.timerlog.errors import DelayTooLong, InvalidRecord
 
 log = logging.getLogger(__name__)
@@ -130,18 +131,18 @@ class Spawner:
         except (InvalidRecord, DelayTooLong):
             for rec in nexts:  # one too far away (a cron gap) ends only its own series
                 try:
-                    self._stored(part, [rec], part.store.append([rec]).records())
+                    self._stored(part, [rec], part.store.append([rec]))
                 except (InvalidRecord, DelayTooLong) as exc:
                     log.error("series %r from %s%d ends: its next occurrence cannot be "
                               "stored: %s", rec.id, part.origin_prefix, rec.source_offset,
                               exc)  # fmt: skip
             return
-        self._stored(part, nexts, encoded.records())
+        self._stored(part, nexts, encoded)
 
-    def _stored(self, part: PartitionState, recs: list[TimerRecord], raws: list[bytes]) -> None:
+    def _stored(self, part: PartitionState, recs: list[TimerRecord], enc: EncodedBatch) -> None:
         self.spawned += len(recs)
         if self._changelog is not None:  # written now: ahead of the tombstones
-            self._changelog.stored(part, recs, raws, gate_offset=False, at_once=True)
+            self._changelog.stored(part, recs, enc, gate_offset=False, at_once=True)
 
 
 def _occurrence(rec: TimerRecord) -> int:

@@ -50,8 +50,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from delaybridge.errors import IntegrityError
+
+if TYPE_CHECKING:  # numpy is not needed to encode
+    import numpy as np
+    import numpy.typing as npt
 
 PREFIX = struct.Struct(
     "<"
@@ -162,6 +167,8 @@ class EncodedBatch:
     due_ms: list[int]
     topics: list[str]
     max_source_offset: int
+    positions: npt.NDArray[np.int64] | None = None
+    """Each record's commit-log position, once a store has appended the batch."""
 
     def records(self) -> list[bytes]:
         """Each record, whole (its prefix and body), as written."""

@@ -104,10 +104,9 @@ class TimerStore:
     def append(self, records: Sequence[TimerRecord]) -> EncodedBatch:
         """Store a batch; due times in the past are due at once. Durable after flush().
 
-        Returns the batch as encoded (``records()``: each record's bytes, what a
-        changelog carries). Raises DelayTooLong (nothing stored) if a record is due more
-        than ``max_delay_ms`` after now; the sidecar validates first and dead-letters.
-        """
+        Returns the batch as encoded (``records()``, what a changelog carries; and
+        ``positions``). Raises DelayTooLong (nothing stored) if a record is due more than
+        ``max_delay_ms`` after now; the sidecar validates first and dead-letters."""
         return self._append(encode_batch(records), records)
 
     def append_raw(self, raws: Sequence[bytes], *, skip: int = 0) -> EncodedBatch:
@@ -133,6 +132,7 @@ class TimerStore:
         first, slot, cl_pos = self.writer.write(
             enc.parts, enc.sizes, due, hashes, self.reader.done.tick_ms, EntryType.MESSAGE
         )  # all or nothing: OSError (a full disk) leaves the store as it was
+        enc.positions = cl_pos
         self.counters.appended_total += n
         self._pending.update(enc.topics)
         self._last_source_offset = max(self._last_source_offset, enc.max_source_offset)
