@@ -13,8 +13,9 @@ The rules (DESIGN §5; the protocol as numbered steps is in docs/architecture.md
    parked) needs neither a value nor a tombstone (Kafka Streams' record cache within a
    commit interval); the price is a commit position up to that long behind (rule 1),
    i.e. a replica that lost its disk re-reads that much of its delay topic. Past
-   ``write_behind_max_records`` held in all, the older half of the storing partition's
-   go out at once; a handover, a shutdown and exactly-once commits write all held;
+   ``write_behind_max_records`` held, the older half of the storing partition's go out
+   (``WRITE_CHUNK`` at most per call, by age too); a handover, a shutdown and
+   exactly-once commits write all held;
 3. a message whose value was written gets a tombstone when it leaves the store
    (delivered, dead-lettered, cancelled, parked again under generation + 1);
 4. a failed write is retried with backoff while the partition is ours (its gate holds);
@@ -59,6 +60,7 @@ from delaybridge.timerlog.commit_format import EncodedBatch
 
 log = logging.getLogger(__name__)
 SEEDING_MARK = "changelog_seeding"  # bridge/restore.py reads it too
+WRITE_CHUNK = 10_000  # values written behind per partition and call: no burst in flight
 
 
 class Changelog:
@@ -109,15 +111,13 @@ class Changelog:
         assert encoded.positions is not None, "a batch the store appended has positions"
         positions: list[int] = encoded.positions.tolist()
         if self._held.hold(part.key, keys, positions, gate, self._clock.now_ms()):
-            # Too many held in all: the older half of this partition's goes out now (all
-            # at once would be a burst of that many records queued in the producer).
-            self.write(part, most=max(1, self._held.held(part.key) // 2))
+            # Too many held in all: the older half of this partition's goes out now.
+            self.write(part, most=max(1, min(self._held.held(part.key) // 2, WRITE_CHUNK)))
 
     def write(
         self, part: PartitionState, stored_by_ms: int | None = None, most: int | None = None
     ) -> None:
-        """Write ``part``'s held values (rule 2), oldest first: all, or those stored by
-        ``stored_by_ms``, at most ``most``."""
+        """Write ``part``'s held values (rule 2), oldest first, stored by ``stored_by_ms``."""
         out = self._held.take(part.key, stored_by_ms, most)
         if not out or part.closed:
             return
@@ -144,7 +144,7 @@ class Changelog:
             return
         stored_by_ms = self._clock.now_ms() - self._behind_ms
         for part in parts:
-            self.write(part, stored_by_ms)
+            self.write(part, stored_by_ms, WRITE_CHUNK)
 
     def progress(self, part: PartitionState) -> None:
         """Write ``part``'s delivery cursor tick when it moved (rule 6); best effort:

@@ -103,9 +103,9 @@ class ChangelogSettings(_Section):
     # re-reads up to this much). 0: at the next flush. Ignored in exactly-once mode
     # (every transaction writes all).
     write_behind_ms: int = Field(default=5_000, ge=0)
-    # Values held back in all (~500 B each); past it, the older half of the storing
-    # partition's are written at once. Bounds memory: 40,000 kept the 1M-in-one-tick RSS
-    # under 300 MB where 100,000 took it to 365 MB (docs/benchmarks.md).
+    # Values held back in all (~180 B each: a commit-log position); past it, the older
+    # half of the storing partition's are written at once. Bounds memory and in-flight
+    # writes: at 100,000 the 1M-in-one-tick RSS passed 300 MB (docs/benchmarks.md).
     write_behind_max_records: int = Field(default=40_000, gt=0)
     # Changelog records restored per loop turn (the loop keeps delivering meanwhile).
     restore_batch_records: int = Field(default=50_000, gt=0)

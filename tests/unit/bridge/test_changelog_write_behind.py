@@ -12,6 +12,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
+from delaybridge.bridge import changelog as changelog_module
 from delaybridge.timerlog.changelog_codec import parse_key, record_of
 from delaybridge.timerlog.commit_codec import decode
 from tests.unit.bridge.sidecar_kit import ORDERS, FakeSidecar, schedule
@@ -157,3 +160,23 @@ def test_a_value_written_behind_is_the_stored_record_read_back(tmp_path: Path) -
            for m, h in zip(b.cluster.records(ORDERS), b.delivered(), strict=True)}  # fmt: skip
     assert got == sent
     b.stop()
+
+
+def test_values_go_out_in_chunks_not_in_one_burst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Aged values are written ``WRITE_CHUNK`` per partition and flush: a backlog of
+    them (a fill faster than the window) does not land in the producer all at once."""
+    monkeypatch.setattr(changelog_module, "WRITE_CHUNK", 3)
+    side = FakeSidecar(tmp_path, changelog=BEHIND)
+    for i in range(8):
+        side.send(schedule(f"later{i}", 600_000))
+    side.turns(2)
+    side.clock.advance(5_500)
+    written = []
+    for _ in range(4):
+        side.checkpoint()
+        side.turns(1)
+        written.append(len(changelog(side)))
+    assert written == [3, 6, 8, 8]
+    side.stop()
