@@ -34,7 +34,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
@@ -55,7 +54,6 @@ from delaybridge.timerlog.changelog_codec import (
     key_of,
     value_of,
 )
-from delaybridge.timerlog.commit_codec import decode
 from delaybridge.timerlog.commit_format import EncodedBatch
 
 log = logging.getLogger(__name__)
@@ -67,9 +65,13 @@ class Changelog:
     """The changelog writer of one sidecar (see the module docstring)."""
 
     def __init__(
-        self, topics: ChangelogTopics, outbox: Outbox, retries: RetryQueue, clock: Clock
-    ) -> None:
+        self, topics: ChangelogTopics, outbox: Outbox, retries: RetryQueue, clock: Clock,
+        max_in_flight: int = 0,
+    ) -> None:  # fmt: skip
+        """``max_in_flight``: values written by age wait while the producer has that
+        many records in flight (0: never wait)."""
         self.topics = topics
+        self._max_in_flight = max_in_flight
         self._outbox = outbox
         self._retries = retries
         self._clock = clock
@@ -105,7 +107,7 @@ class Changelog:
             topic = self.topics.topic_for(part.topic)
             for rec, raw in zip(records, encoded.records(), strict=True):
                 key = key_of(rec.source_offset, generation_of(rec))
-                self._send_value(part, topic, key, value_of(raw), gate, 0)
+                self.send_value(part, topic, key, value_of(raw), gate, 0)
             return
         keys = [held_key(rec.source_offset, generation_of(rec)) for rec in records]
         assert encoded.positions is not None, "a batch the store appended has positions"
@@ -116,11 +118,12 @@ class Changelog:
 
     def write(
         self, part: PartitionState, stored_by_ms: int | None = None, most: int | None = None
-    ) -> None:
-        """Write ``part``'s held values (rule 2), oldest first, stored by ``stored_by_ms``."""
+    ) -> int:
+        """Write ``part``'s held values (rule 2), oldest first, stored by ``stored_by_ms``,
+        at most ``most``; returns how many."""
         out = self._held.take(part.key, stored_by_ms, most)
         if not out or part.closed:
-            return
+            return len(out)
         topic = self.topics.topic_for(part.topic)
         read = part.store.commit_log.raw  # the record is pending: its segment is there
         for key, position, gate in out:
@@ -131,7 +134,8 @@ class Changelog:
                           part.name, position, exc)  # fmt: skip
                 gate.done()
                 continue
-            self._send_value(part, topic, key_of(*key_parts(key)), value, gate, 0)
+            self.send_value(part, topic, key_of(*key_parts(key)), value, gate, 0)
+        return len(out)
 
     def write_all(self, parts: list[PartitionState]) -> None:
         """Write every held value of ``parts`` (a handover, a shutdown, a transaction)."""
@@ -139,12 +143,20 @@ class Changelog:
             self.write(part)
 
     def write_behind(self, parts: list[PartitionState]) -> None:
-        """Write the values held for ``changelog.write_behind_ms`` or longer (rule 2)."""
+        """Write the values held for ``changelog.write_behind_ms`` or longer (rule 2),
+        as far as the producer has room: with ``max_in_flight`` records in flight
+        (deliveries draining a burst), they wait for a later flush, and the messages
+        delivered meanwhile need neither a value nor a tombstone."""
         if not self._held:
             return
+        room = WRITE_CHUNK * len(parts)
+        if self._max_in_flight:
+            room = self._max_in_flight - self._outbox.in_flight
         stored_by_ms = self._clock.now_ms() - self._behind_ms
         for part in parts:
-            self.write(part, stored_by_ms, WRITE_CHUNK)
+            if room <= 0:
+                return
+            room -= self.write(part, stored_by_ms, min(room, WRITE_CHUNK))
 
     def progress(self, part: PartitionState) -> None:
         """Write ``part``'s delivery cursor tick when it moved (rule 6); best effort:
@@ -166,40 +178,17 @@ class Changelog:
         if err is None:
             self._note_acked(part, msg)
 
-    def seed(self, part: PartitionState) -> None:
-        """Write every pending message of a store that predates its changelog (an
-        upgrade, or changelog turned on later), so it becomes restorable too. The store
-        is marked ``changelog_seeding`` (durably, first) until every value is acked: a
-        crash meanwhile seeds again (same keys and values: harmless) instead of taking
-        the partly written changelog for the truth and setting the local copy aside."""
-        store = part.store
-        store.marks[SEEDING_MARK] = 1
-        store.flush()
-        chunks = list(store.pending_records())
-        n = sum(len(raws) for raws in chunks)
-        topic = self.topics.topic_for(part.topic)
-        log.info("%s: writing its %d pending messages to changelog %s", part.name, n, topic)
-        gate = Gate(part, -1, n, partial(self._seeded, part, topic))
-        for raws in chunks:
-            for raw in raws:
-                rec = decode(raw, 0, Path("<pending record>"))
-                key = key_of(rec.source_offset, generation_of(rec))
-                self._send_value(part, topic, key, value_of(raw), gate, 0)
-        if not n:
-            self._seeded(part, topic)
-
-    def _seeded(self, part: PartitionState, topic: str) -> None:
-        part.store.marks.pop(SEEDING_MARK, None)
-        log.info("%s: its changelog %s now holds every pending message", part.name, topic)
-
-    def _send_value(
-        self, part: PartitionState, topic: str, key: bytes, value: bytes, gate: Gate, fails: int
-    ) -> bool:
+    def send_value(
+        self, part: PartitionState, topic: str, key: bytes, value: bytes, gate: Gate,
+        fails: int = 0,
+    ) -> bool:  # fmt: skip
+        """Write one value (rule 4: retried with backoff while ``part`` is ours); its
+        ack resolves one of ``gate``."""
         if part.closed:
             return True
         on_delivery = partial(self._value_outcome, part, topic, key, value, gate, fails)
         if not self._outbox.send(topic, value, key, None, on_delivery, part.partition):
-            self._later(fails, partial(self._send_value, part, topic, key, value, gate, fails))
+            self._later(fails, partial(self.send_value, part, topic, key, value, gate, fails))
         return True
 
     def _value_outcome(
@@ -220,7 +209,7 @@ class Changelog:
         if part.closed:
             return  # rule 4
         log.warning("changelog write of %s failed: %s; retrying", part.name, err.str())
-        retry = partial(self._send_value, part, topic, key, value, gate, fails + 1)
+        retry = partial(self.send_value, part, topic, key, value, gate, fails + 1)
         self._later(fails + 1, retry)
 
     # -- tombstones (rule 3) ------------------------------------------------------------

@@ -45,7 +45,8 @@ def build(
     cl, group = settings.changelog, settings.kafka.group_id
     if not cl.enabled:
         return None
-    changelog = Changelog(ChangelogTopics(cl, group), outbox, retries, clock)
+    changelog = Changelog(ChangelogTopics(cl, group), outbox, retries, clock,
+                          settings.delivery.max_in_flight_records)  # fmt: skip
 
     def reader(purpose: str) -> Restorer:
         overrides = {"group.id": f"{group}.{purpose}", **CONSUMER_SETTINGS}

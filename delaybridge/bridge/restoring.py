@@ -24,6 +24,7 @@ import time
 from confluent_kafka import TopicPartition
 
 from delaybridge.bridge.changelog import SEEDING_MARK, Changelog
+from delaybridge.bridge.changelog_seed import seed
 from delaybridge.bridge.flow import FlowControl
 from delaybridge.bridge.partition import PartitionState, Role
 from delaybridge.bridge.restore import MARK, Restorer, RestoreTask, plan
@@ -68,12 +69,12 @@ class Restoring:
         topic = self.changelog.topics.ensure(self.admin, consumer, part.topic)
         marks = part.store.marks
         if SEEDING_MARK in marks:  # a seed that did not finish: its local copy is the truth
-            self.changelog.seed(part)
+            seed(self.changelog, part)
             return False
         task = plan(part, self.restorer.consumer, topic)
         if task is None:
             if MARK not in marks and part.store.stats().pending:
-                self.changelog.seed(part)
+                seed(self.changelog, part)
             return False
         if task.rebuild and (part.store.stats().pending or part.store.last_source_offset >= 0):
             set_aside(part)

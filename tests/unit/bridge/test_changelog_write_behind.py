@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from delaybridge.bridge import changelog as changelog_module
-from delaybridge.timerlog.changelog_codec import parse_key, record_of
+from delaybridge.timerlog.changelog_codec import PROGRESS_KEY, parse_key, record_of
 from delaybridge.timerlog.commit_codec import decode
 from tests.unit.bridge.sidecar_kit import ORDERS, FakeSidecar, schedule
-from tests.unit.bridge.test_changelog_fake import changelog, pending_ids
+from tests.unit.bridge.test_changelog_fake import CHANGELOG, changelog, pending_ids
 
 BEHIND = {"write_behind_ms": 5_000}
 
@@ -179,4 +179,30 @@ def test_values_go_out_in_chunks_not_in_one_burst(
         side.turns(1)
         written.append(len(changelog(side)))
     assert written == [3, 6, 8, 8]
+    side.stop()
+
+
+def test_aged_values_wait_while_deliveries_fill_the_producer(tmp_path: Path) -> None:
+    """With ``max_in_flight_records`` in flight (a burst draining), values old enough to
+    be written wait for a later flush: a 1M-tick drain otherwise wrote the burst's
+    newest values just before delivering them, and paid a tombstone for each."""
+    side = FakeSidecar(tmp_path, delivery={"max_in_flight_records": 2}, changelog=BEHIND)
+    for i in range(3):
+        side.send(schedule(f"later{i}", 600_000))
+    side.turns(2)
+    side.producer.hold_acks = True  # the broker is slow to answer
+    for i in range(2):
+        side.send(schedule(f"now{i}", 0), partition=1)
+    side.turns(2, advance_ms=100)
+    assert len(side.producer) >= 2  # in flight: the producer is full
+    side.clock.advance(5_500)
+    side.checkpoint()
+    values = [q for q in side.producer.queue if q.topic == CHANGELOG and q.key != PROGRESS_KEY]
+    assert values == []  # aged, but waiting for room
+    side.producer.hold_acks = False
+    for _ in range(4):  # room again: two at a time (the bound is 2)
+        side.turns(1)
+        side.checkpoint()
+    side.turns(1)
+    assert len(changelog(side)) == 3
     side.stop()
