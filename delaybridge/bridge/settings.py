@@ -104,9 +104,10 @@ class ChangelogSettings(_Section):
     # (every transaction writes all).
     write_behind_ms: int = Field(default=5_000, ge=0)
     # Values held back in all (~180 B each: a commit-log position); past it, the older
-    # half of the storing partition's are written at once. Bounds memory and in-flight
-    # writes: at 100,000 the 1M-in-one-tick RSS passed 300 MB (docs/benchmarks.md).
-    write_behind_max_records: int = Field(default=40_000, gt=0)
+    # half of the storing partition's are written at once. Above what a steady stream
+    # keeps waiting (20k msg/s of 1-5 s delays: ~60,000), and the 1M-in-one-tick RSS
+    # stays under 300 MB (docs/benchmarks.md, fifth issue-13 session).
+    write_behind_max_records: int = Field(default=80_000, gt=0)
     # Changelog records restored per loop turn (the loop keeps delivering meanwhile).
     restore_batch_records: int = Field(default=50_000, gt=0)
     # Warm standbys per partition: replicas that do not own a partition but keep its
