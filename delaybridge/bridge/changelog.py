@@ -42,7 +42,7 @@ from confluent_kafka import Message
 from delaybridge.bridge.attempts import generation_of
 from delaybridge.bridge.backoff import RetryQueue, backoff_ms
 from delaybridge.bridge.changelog_topics import ChangelogTopics
-from delaybridge.bridge.held_values import Gate, HeldValues, held_key, key_parts
+from delaybridge.bridge.held_values import Gate, HeldValues
 from delaybridge.bridge.outbox import Outbox
 from delaybridge.bridge.partition import PartitionState, PartKey
 from delaybridge.errors import IntegrityError
@@ -109,7 +109,7 @@ class Changelog:
                 key = key_of(rec.source_offset, generation_of(rec))
                 self.send_value(part, topic, key, value_of(raw), gate, 0)
             return
-        keys = [held_key(rec.source_offset, generation_of(rec)) for rec in records]
+        keys = [key_of(rec.source_offset, generation_of(rec)) for rec in records]
         assert encoded.positions is not None, "a batch the store appended has positions"
         positions: list[int] = encoded.positions.tolist()
         if self._held.hold(part.key, keys, positions, gate, self._clock.now_ms()):
@@ -134,7 +134,7 @@ class Changelog:
                           part.name, position, exc)  # fmt: skip
                 gate.done()
                 continue
-            self.send_value(part, topic, key_of(*key_parts(key)), value, gate, 0)
+            self.send_value(part, topic, key, value, gate, 0)
         return len(out)
 
     def write_all(self, parts: list[PartitionState]) -> None:
@@ -216,12 +216,11 @@ class Changelog:
 
     def removed(self, part: PartitionState, rec: TimerRecord) -> None:
         """``rec`` left ``part``'s store: drop its unwritten value, or tombstone it."""
-        generation = generation_of(rec)
-        gate = self._held.drop(part.key, held_key(rec.source_offset, generation))
+        key = key_of(rec.source_offset, generation_of(rec))
+        gate = self._held.drop(part.key, key)
         if gate is not None:
             gate.done()  # safe now without ever being written
             return
-        key = key_of(rec.source_offset, generation)
         self._send_tombstone(part, self.topics.topic_for(part.topic), key, rec.id, 0)
 
     def moved(self, part: PartitionState, old: TimerRecord, records: list[TimerRecord],
@@ -229,13 +228,14 @@ class Changelog:
         """``records`` (a parked copy) replace ``old``. ``old``'s value never written:
         it is forgotten, the new one held; else the new one is written at once, ahead of
         ``old``'s tombstone, so a store rebuilt from the changelog never holds neither."""
-        gate = self._held.drop(part.key, held_key(old.source_offset, generation_of(old)))
+        key = key_of(old.source_offset, generation_of(old))
+        gate = self._held.drop(part.key, key)
         if gate is not None:
             gate.done()
             self.stored(part, records, encoded, gate_offset=False)
             return
         self.stored(part, records, encoded, gate_offset=False, at_once=True)
-        self.removed(part, old)
+        self._send_tombstone(part, self.topics.topic_for(part.topic), key, old.id, 0)
 
     def removed_by_store(self, part: PartitionState) -> None:
         """Tombstone what the store's cancels removed since the last call."""

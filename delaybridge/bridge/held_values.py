@@ -1,14 +1,14 @@
 """Changelog values held back, and the gates that hold delay-topic offsets for them.
 
 The changelog (``bridge/changelog.py``) writes a stored message's value behind: it waits
-here, keyed by :func:`held_key` (its changelog key as one int), with the time it was
-stored, until it is old enough to be written (rule 2) or its message leaves the store
-first (then it is dropped, and neither a value nor a tombstone is ever written). What
-waits is the record's position in the store's commit log, not its bytes (~190 bytes a
-value instead of ~420): the record is read back when written, which it can be because
-it is still pending, and a pending record's commit-log segment is never deleted. A
-:class:`Gate` per stored run holds the run's first delay-topic offset back from the
-group commit until every message of the run is safe (rule 1).
+here, keyed by its changelog key, with the time it was stored, until it is old enough
+to be written (rule 2) or its message leaves the store first (then it is dropped, and
+neither a value nor a tombstone is ever written). What waits is the record's position
+in the store's commit log, not its bytes (~190 bytes a value instead of ~420): the
+record is read back when written, which it can be because it is still pending, and a
+pending record's commit-log segment is never deleted. A :class:`Gate` per stored run
+holds the run's first delay-topic offset back from the group commit until every
+message of the run is safe (rule 1).
 
 Per partition the values are kept in the order they were stored (a dict keeps
 insertion order), so "everything stored by time T" is a prefix. Not thread-safe: the
@@ -21,19 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from delaybridge.bridge.partition import PartitionState, PartKey
-
-
-def held_key(source_offset: int, generation: int) -> int:
-    """The changelog key (``changelog_codec.key_of``) as one int: cheaper to make and to
-    keep than its bytes; :func:`key_parts` inverts it."""
-    return source_offset | generation << 64
-
-
-def key_parts(key: int) -> tuple[int, int]:
-    return key & _LOW64, key >> 64
-
-
-_LOW64 = (1 << 64) - 1
 
 
 @dataclass(eq=False, slots=True)
@@ -61,7 +48,7 @@ class HeldValues:
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._by_part: dict[PartKey, dict[int, tuple[int, Gate, int]]] = {}
+        self._by_part: dict[PartKey, dict[bytes, tuple[int, Gate, int]]] = {}
         self._count = 0
 
     def __bool__(self) -> bool:
@@ -71,7 +58,7 @@ class HeldValues:
         return self._count
 
     def hold(
-        self, part: PartKey, keys: list[int], positions: Sequence[int], gate: Gate, now_ms: int
+        self, part: PartKey, keys: list[bytes], positions: Sequence[int], gate: Gate, now_ms: int
     ) -> bool:
         """Hold these values (their records' commit-log positions, stored at
         ``now_ms``); True when more than the limit are held in all (the caller writes
@@ -85,7 +72,7 @@ class HeldValues:
 
     def take(
         self, part: PartKey, stored_by_ms: int | None = None, most: int | None = None
-    ) -> list[tuple[int, int, Gate]]:
+    ) -> list[tuple[bytes, int, Gate]]:
         """Remove and return ``part``'s values (key, position, gate), oldest first: all of
         them, or those stored by ``stored_by_ms``, at most ``most``."""
         held = self._by_part.get(part)
@@ -108,7 +95,7 @@ class HeldValues:
     def held(self, part: PartKey) -> int:
         return len(self._by_part.get(part, ()))
 
-    def drop(self, part: PartKey, key: int) -> Gate | None:
+    def drop(self, part: PartKey, key: bytes) -> Gate | None:
         """Forget one held value (its message left the store); its gate, or None if it
         was not held."""
         held = self._by_part.get(part)

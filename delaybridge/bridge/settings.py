@@ -103,7 +103,7 @@ class ChangelogSettings(_Section):
     # re-reads up to this much). 0: at the next flush. Ignored in exactly-once mode
     # (every transaction writes all).
     write_behind_ms: int = Field(default=5_000, ge=0)
-    # Values held back in all (~180 B each: a commit-log position); past it, the older
+    # Values held back in all (~190 B each: a commit-log position); past it, the older
     # half of the storing partition's are written at once. Above what a steady stream
     # keeps waiting (20k msg/s of 1-5 s delays: ~60,000), and the 1M-in-one-tick RSS
     # stays under 300 MB (docs/benchmarks.md, fifth issue-13 session).
