@@ -22,10 +22,16 @@ buffer cannot absorb is applied to the store at the end of the slice (values app
 tombstones drop every pending copy of their key), the store is flushed with the
 changelog offset reached, and so an interrupted restore resumes from there (rule 1).
 
-Values are appended without asking whether the store holds them already: a catch-up
-after a crash may re-read values the store took before its last flush, and delivers
-those twice at worst (at-least-once: what was in flight). Every key is written at most
-once with a value (``timerlog/changelog_codec.py``), so nothing else can double.
+A catch-up can re-read values the store holds already: the mark is the changelog offset
+*acknowledged* at the store's last flush, and a value still in flight then (a message
+taken just before; a series' next occurrence, written at once) is acknowledged after
+it. Appended again, such a copy was delivered twice, and a series' occurrence doubled
+every later one. So a catch-up appends a value of a message at or below the store's
+highest source offset (``RestoreTask.held_through``) only if the store does not hold
+that copy pending (same id, source offset and generation: one id-index look-up per
+batch); values of later messages cannot be held and are appended unread. Every key is
+written at most once with a value (``timerlog/changelog_codec.py``), so nothing else
+can double.
 
 Not thread-safe: the service's owner thread calls it.
 """
@@ -35,6 +41,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from confluent_kafka import KafkaException, Message, TopicPartition
 
@@ -43,7 +50,16 @@ from delaybridge.bridge.partition import PartitionState, PartKey
 from delaybridge.connectors import headers_of
 from delaybridge.connectors.edge import ConsumerEdge
 from delaybridge.connectors.retry import while_electing
-from delaybridge.timerlog.changelog_codec import ID_HEADER, PROGRESS, PROGRESS_KEY, parse_key
+from delaybridge.errors import IntegrityError
+from delaybridge.timerlog import TimerRecord
+from delaybridge.timerlog.changelog_codec import (
+    ID_HEADER,
+    PROGRESS,
+    PROGRESS_KEY,
+    key_of,
+    parse_key,
+)
+from delaybridge.timerlog.commit_codec import decode
 
 log = logging.getLogger(__name__)
 #: librdkafka settings of the restore consumer: large fetches (a restore reads a whole
@@ -74,6 +90,9 @@ class RestoreTask:
     """The changelog's end (exclusive) when the restore began."""
     rebuild: bool = False
     """From the changelog's start, into an empty store (rule 3), not a catch-up."""
+    held_through: int = -1
+    """The store's highest source offset when a catch-up began: values of messages at
+    or below it may be held already (the module docstring); -1: none can be."""
     started_s: float = field(default_factory=time.monotonic)
     restored: int = 0
     """Changelog records read so far."""
@@ -142,7 +161,9 @@ def plan(part: PartitionState, changelog: ConsumerEdge, topic: str) -> RestoreTa
     if mark is not None and mark + 1 >= low:
         if mark + 1 >= high:
             return None  # rule 2
-        return RestoreTask(part, topic, mark + 1, high)  # rule 1
+        return RestoreTask(
+            part, topic, mark + 1, high, held_through=part.store.last_source_offset
+        )  # rule 1
     if high <= low:
         return None  # rule 4
     return RestoreTask(part, topic, low, high, rebuild=True)  # rule 3 (old copy set aside)
@@ -155,11 +176,35 @@ def apply(task: RestoreTask) -> None:
         store.remove(task.drops, generation_of)
         task.drops = []
     if task.values:
-        store.append_raw(list(task.values.values()), skip=1)  # past the version byte
+        values = _not_held(task) if task.held_through >= 0 else list(task.values.values())
+        if values:
+            store.append_raw(values, skip=1)  # past the version byte
         task.values.clear()
     store.marks[MARK] = task.position - 1
     store.marks[SEEN_MARK] = max(store.marks.get(SEEN_MARK, -1), task.seen_source)
     store.flush()
+
+
+def _not_held(task: RestoreTask) -> list[bytes]:
+    """The buffered values less the copies ``task``'s store holds pending already."""
+    where = f"changelog {task.topic}/{task.part.partition}"
+    maybe: dict[bytes, TimerRecord] = {}
+    for key, value in task.values.items():
+        if parse_key(key, where)[0] <= task.held_through:
+            try:
+                maybe[key] = decode(value, 1, Path(where))
+            except IntegrityError:
+                continue  # appended as it is: checked again when read for delivery
+    if not maybe:
+        return list(task.values.values())
+    held = task.part.store.pending_with_ids({rec.id for rec in maybe.values()})
+    have = {key_of(rec.source_offset, generation_of(rec)) for recs in held.values() for rec in recs}
+    skipped = [key for key in maybe if key in have]
+    if not skipped:
+        return list(task.values.values())
+    log.info("%s: %d changelog values read again are held already (acknowledged after the "
+             "store's last flush); not stored twice", task.part.name, len(skipped))  # fmt: skip
+    return [value for key, value in task.values.items() if key not in have]
 
 
 class Restorer:

@@ -158,7 +158,8 @@ class Standbys:
         changelog = self._restoring.changelog.topics.ensure(self._restoring.admin, consumer, topic)
         task = plan(part, self.restorer.consumer, changelog)
         if task is None:  # up to date, or an empty changelog: follow from here
-            task = RestoreTask(part, changelog, store.marks.get(MARK, -1) + 1, 0)
+            start = store.marks.get(MARK, -1) + 1
+            task = RestoreTask(part, changelog, start, 0, held_through=store.last_source_offset)
         elif task.rebuild and (store.stats().pending or store.last_source_offset >= 0):
             set_aside(part)
         task.follow = True

@@ -77,10 +77,16 @@ class FakeSidecar:
         """The cancel topic's records that are cancels, not schedules' replaces."""
         return [m for m in self.cluster.records(CANCELS) if b'"replace"' not in (m.value() or b"")]
 
-    def kill9(self) -> None:
-        """Like ``kill -9``: no flush, no commit, no acks of what is still queued."""
+    def kill9(self, *, changelog_written: bool = False) -> None:
+        """Like ``kill -9``: no flush, no commit, no acks of what is still queued;
+        ``changelog_written``: the changelog records queued reach the cluster first
+        (Kafka took them, the acknowledgements never came back)."""
         for part in self.service.partitions:
             part.store.abandon()
+        if changelog_written:
+            for queued in list(self.producer.queue):
+                if queued.topic.endswith("-changelog"):
+                    self.producer._report(queued)
         self.producer.queue.clear()
         self.consumer.crash()
 

@@ -79,6 +79,30 @@ def test_the_offset_commit_waits_for_the_changelog(tmp_path: Path) -> None:
     side.stop()
 
 
+def test_values_acknowledged_after_the_last_flush_are_not_stored_twice(tmp_path: Path) -> None:
+    """``kill -9`` after a flush whose changelog values were not acknowledged yet: the
+    store on disk holds the messages, its mark does not cover their values, and the
+    catch-up from the mark reads them again. They were stored, and delivered, twice."""
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("later0", 600_000))
+    for _ in range(2):  # written and acknowledged: the store has a changelog mark
+        side.turns(1)
+        side.checkpoint()
+    side.producer.hold_acks = True
+    for i in range(1, 4):
+        side.send(schedule(f"later{i}", 600_000 + i))
+    side.turns(1)
+    side.checkpoint()  # on disk, their values sent but not acknowledged
+    side.kill9(changelog_written=True)
+    again = FakeSidecar(tmp_path, clock=side.clock, cluster=side.cluster)
+    again.turns(4)
+    assert again.service.partitions.by_key[(DELAY, 0)].store.stats().pending == 4
+    again.turns(4, advance_ms=300_000)
+    again.turns(4, advance_ms=300_000)
+    assert sorted(h["delay-id"] for h in again.delivered()) == [f"later{i}" for i in range(4)]
+    again.stop()
+
+
 def test_a_replica_that_lost_its_disk_restores_everything_pending(tmp_path: Path) -> None:
     a = FakeSidecar(tmp_path / "a")
     for i in range(10):

@@ -67,23 +67,24 @@ def test_every_2s_count_5_delivers_5_occurrences_on_time(tmp_path: Path) -> None
     side.stop()
 
 
-def crash_after_spawning(data_dir: Path, **kw: Any) -> FakeSidecar:
+def crash_after_spawning(data_dir: Path, *, marked: bool = False, **kw: Any) -> FakeSidecar:
     """Occurrence 1 produced but never acknowledged, occurrence 2 flushed (and in the
-    changelog, when there is one); kill -9."""
+    changelog, when there is one); kill -9. ``marked``: a message stored before has
+    given the store a changelog mark, so a restart on the same disk catches up from it."""
     side = FakeSidecar(data_dir, **kw)
+    if marked:
+        side.send(every("early", "1h", 1))
+        for _ in range(2):
+            side.turns(1)
+            side.checkpoint()
+        assert side.service.partitions.by_key[(DELAY, 0)].store.marks.get("changelog") is not None
     side.send(every("s", "2s", 4))
     side.turns(1)
     side.producer.hold_acks = True
     run(side, 2_250)
     assert spawner(side).spawned == 1
     side.checkpoint()  # occurrence 2 is durable; occurrence 1 is not marked delivered
-    for part in side.service.partitions:
-        part.store.abandon()
-    for queued in list(side.producer.queue):  # the changelog writes reach the cluster
-        if queued.topic.endswith("-changelog"):
-            side.producer._report(queued)
-    side.producer.queue.clear()
-    side.consumer.crash()
+    side.kill9(changelog_written=True)
     return side
 
 
@@ -98,6 +99,17 @@ def test_a_redelivered_occurrence_spawns_no_second_successor(tmp_path: Path) -> 
     assert got == Counter({1: 1, 2: 1, 3: 1, 4: 1})  # at-least-once: 1 may come twice
     assert occurrences(again)[-1] == (4, t0 + 8_000)
     assert spawner(again).already_spawned == 1
+    again.stop()
+
+
+def test_a_restart_on_its_own_disk_catches_up_without_a_second_copy(tmp_path: Path) -> None:
+    """The flushed store holds occurrence 2, whose changelog value was acknowledged only
+    after that flush: the catch-up from the store's mark reads it again and must not
+    store a second copy (it did: occurrences 2, 3 and 4 then came twice)."""
+    side = crash_after_spawning(tmp_path, marked=True)
+    again = FakeSidecar(tmp_path, clock=side.clock, cluster=side.cluster)
+    run(again, 12_000)
+    assert Counter(k for k, _ in occurrences(again)) == Counter({1: 1, 2: 1, 3: 1, 4: 1})
     again.stop()
 
 
