@@ -17,8 +17,10 @@ with k pending again).
 (or the changelog) but before k's delivery was marked durable delivers k again, and a
 second k + 1 would double the series at every crash. So before spawning, the store is
 asked whether it already holds a later occurrence of the same series (same id and
-source offset, a higher occurrence number); if so nothing is appended. The question
-costs a scan of the timer log's id column, so it is asked only where a previous
+source offset, a higher occurrence number); if so nothing is appended. The occurrences
+taken in the same turn count as held: a restart after a long enough outage can find
+occurrence k and the successor it had spawned both due at once, and neither is pending
+then. The question is a look-up in the id index, asked only where a previous
 incarnation can have spawned: for occurrences due before this store was first seen
 here plus ``GUARD_MARGIN_MS`` (clock skew between the old and new owner), batched per
 turn. A live store never hands an occurrence out twice, so the steady state asks
@@ -116,14 +118,22 @@ class Spawner:
         self, part: PartitionState, recs: list[TimerRecord], now_ms: int
     ) -> dict[str, list[TimerRecord]]:
         """The pending messages with the ids of ``recs`` that a previous incarnation of
-        the store may have spawned a successor of (see the module docstring)."""
+        the store may have spawned a successor of (see the module docstring), and those
+        of ``recs`` themselves: after a restart an occurrence and the successor it had
+        spawned can both be due in one turn, and then neither is pending any more."""
         store = part.store
         since = self._since.get(part.key)
         if since is None or since[0] is not store:
             since = self._since[part.key] = (store, now_ms)
         horizon = since[1] + GUARD_MARGIN_MS
         ids = {r.id for r in recs if r.due_ms < horizon}
-        return store.pending_with_ids(ids) if ids else {}
+        if not ids:
+            return {}
+        held = store.pending_with_ids(ids)
+        for rec in recs:  # taken this turn: out of the store, and held all the same
+            if rec.id in ids:
+                held.setdefault(rec.id, []).append(rec)
+        return held
 
     def _append(self, part: PartitionState, nexts: list[TimerRecord]) -> None:
         try:

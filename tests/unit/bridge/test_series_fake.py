@@ -113,6 +113,29 @@ def test_a_restart_on_its_own_disk_catches_up_without_a_second_copy(tmp_path: Pa
     again.stop()
 
 
+def test_an_occurrence_and_its_successor_due_in_one_turn_spawn_once(tmp_path: Path) -> None:
+    """After ``kill -9`` the store holds occurrence 1 again (its delivery not marked) and
+    the catch-up brings occurrence 2 back from the changelog; down long enough, both are
+    due in the restart's first turn. Occurrence 2 is then taken, not pending, when the
+    guard asks the store about occurrence 1: it spawned a second occurrence 2."""
+    side = FakeSidecar(tmp_path)
+    side.send(every("early", "1h", 1))
+    side.send(every("s", "2s", 4))
+    for _ in range(3):  # occurrence 1 stored, its value acknowledged: a changelog mark
+        side.turns(1)
+        side.checkpoint()
+    side.producer.hold_acks = True
+    run(side, 2_250)  # occurrence 1 out (never acknowledged), occurrence 2 spawned
+    assert spawner(side).spawned == 1
+    side.kill9(changelog_written=True)
+    side.clock.advance(2_500)  # down until occurrence 2 is due as well
+    again = FakeSidecar(tmp_path, clock=side.clock, cluster=side.cluster)
+    run(again, 12_000)
+    assert Counter(k for k, _ in occurrences(again)) == Counter({1: 1, 2: 1, 3: 1, 4: 1})
+    assert spawner(again).already_spawned == 1
+    again.stop()
+
+
 def test_the_guard_also_holds_when_the_store_is_rebuilt_from_the_changelog(
     tmp_path: Path,
 ) -> None:
