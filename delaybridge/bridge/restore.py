@@ -29,9 +29,11 @@ it. Appended again, such a copy was delivered twice, and a series' occurrence do
 every later one. So a catch-up appends a value of a message at or below the store's
 highest source offset (``RestoreTask.held_through``) only if the store does not hold
 that copy pending (same id, source offset and generation: one id-index look-up per
-batch); values of later messages cannot be held and are appended unread. Every key is
-written at most once with a value (``timerlog/changelog_codec.py``), so nothing else
-can double.
+batch); values of later messages cannot be held and are appended unread. For the same
+reason a tombstone that meets its value in the buffer still drops the store's copy: a
+message stored before the last flush and delivered after it is not delivered again.
+Every key is written at most once with a value (``timerlog/changelog_codec.py``), so
+nothing else can double.
 
 Not thread-safe: the service's owner thread calls it.
 """
@@ -136,7 +138,10 @@ class RestoreTask:
             where = f"{self.topic}/{self.part.partition}/{msg.offset()}"
             source_offset, generation = parse_key(key, where)
             self.seen_source = max(self.seen_source, source_offset)
-            if values.pop(key, None) is None:  # type: ignore[arg-type]
+            # A value met by its tombstone is gone; the store's own copy of it too
+            # (stored before its last flush, delivered after: not delivered again).
+            gone = values.pop(key, None) is None  # type: ignore[arg-type]
+            if gone or source_offset <= self.held_through:
                 drops.append((_id_of(msg), source_offset, generation))
         if msgs:
             self.position = int(msgs[-1].offset() or 0) + 1

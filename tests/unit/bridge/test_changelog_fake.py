@@ -103,6 +103,35 @@ def test_values_acknowledged_after_the_last_flush_are_not_stored_twice(tmp_path:
     again.stop()
 
 
+def test_a_message_delivered_after_the_last_flush_is_not_delivered_again(
+    tmp_path: Path,
+) -> None:
+    """Stored before a flush that did not cover its value, delivered and tombstoned after
+    it, then ``kill -9``: the store on disk holds it pending, and its value and
+    tombstone meet in the catch-up's buffer. They cancelled out and left the store's
+    copy, which went out a second time."""
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("later0", 600_000))
+    for _ in range(2):  # written and acknowledged: the store has a changelog mark
+        side.turns(1)
+        side.checkpoint()
+    part = side.service.partitions.by_key[(DELAY, 0)]
+    mark = part.store.marks.get("changelog")
+    side.producer.hold_acks = True
+    side.send(schedule("soon0", 500))
+    side.turns(1)
+    side.checkpoint()  # on disk, its value sent but not acknowledged
+    side.producer.hold_acks = False
+    side.turns(4, advance_ms=200)  # acknowledged, delivered, tombstoned; no flush
+    assert part.store.marks.get("changelog") == mark
+    assert [h["delay-id"] for h in side.delivered()] == ["soon0"]
+    side.kill9(changelog_written=True)
+    again = FakeSidecar(tmp_path, clock=side.clock, cluster=side.cluster)
+    again.turns(6, advance_ms=200)
+    assert [h["delay-id"] for h in again.delivered()] == ["soon0"]
+    again.stop()
+
+
 def test_a_replica_that_lost_its_disk_restores_everything_pending(tmp_path: Path) -> None:
     a = FakeSidecar(tmp_path / "a")
     for i in range(10):
