@@ -122,8 +122,20 @@ class Changelog:
         """Write ``part``'s held values (rule 2), oldest first, stored by ``stored_by_ms``,
         at most ``most``; returns how many."""
         out = self._held.take(part.key, stored_by_ms, most)
-        if not out or part.closed:
-            return len(out)
+        if out and not part.closed:
+            self._send_held(part, out)
+        return len(out)
+
+    def write_now(self, part: PartitionState, records: list[TimerRecord]) -> None:
+        """Write the held values of ``records`` now: series occurrences whose successors
+        are written next (``bridge/occurrences.py``), so a store rebuilt from the
+        changelog holds each until its delivery is acknowledged."""
+        keys = [key_of(rec.source_offset, generation_of(rec)) for rec in records]
+        out = [(k, *f) for k in keys if (f := self._held.take_key(part.key, k)) is not None]
+        if out and not part.closed:
+            self._send_held(part, out)
+
+    def _send_held(self, part: PartitionState, out: list[tuple[bytes, int, Gate]]) -> None:
         topic = self.topics.topic_for(part.topic)
         read = part.store.commit_log.raw  # the record is pending: its segment is there
         for key, position, gate in out:
@@ -135,7 +147,6 @@ class Changelog:
                 gate.done()
                 continue
             self.send_value(part, topic, key, value, gate, 0)
-        return len(out)
 
     def write_all(self, parts: list[PartitionState]) -> None:
         """Write every held value of ``parts`` (a handover, a shutdown, a transaction)."""

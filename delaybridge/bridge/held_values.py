@@ -98,12 +98,17 @@ class HeldValues:
     def drop(self, part: PartKey, key: bytes) -> Gate | None:
         """Forget one held value (its message left the store); its gate, or None if it
         was not held."""
+        found = self.take_key(part, key)
+        return None if found is None else found[1]
+
+    def take_key(self, part: PartKey, key: bytes) -> tuple[int, Gate] | None:
+        """Remove one held value: (position, gate), or None if it was not held."""
         held = self._by_part.get(part)
         found = held.pop(key, None) if held is not None else None
         if found is None:
             return None
         self._count -= 1
-        return found[1]
+        return found[0], found[1]
 
     def forget(self, part: PartKey) -> None:
         """Drop a partition's values unwritten (it moved away: the next owner re-reads)."""
