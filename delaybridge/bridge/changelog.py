@@ -58,6 +58,7 @@ from delaybridge.timerlog.commit_format import EncodedBatch
 
 log = logging.getLogger(__name__)
 SEEDING_MARK = "changelog_seeding"  # bridge/restore.py reads it too
+UNACKED_MARK = "changelog_unacked"  # the oldest value not acknowledged at a flush
 WRITE_CHUNK = 10_000  # values written behind per partition and call: no burst in flight
 
 
@@ -84,7 +85,8 @@ class Changelog:
         """The highest acknowledged changelog offset of ``part`` written by us."""
         return self._acked.get(part.key)
 
-    # -- values (rules 1, 2) ------------------------------------------------------------
+    def unacked_from(self, part: PartitionState) -> int | None:
+        return self._held.unacked_from(part.key)  # see HeldValues.unacked_from
 
     def stored(
         self,
@@ -103,15 +105,15 @@ class Changelog:
         gate = Gate(part, first, len(records))
         if gate_offset:
             part.offsets.produce_started(first)
-        if at_once:
-            topic = self.topics.topic_for(part.topic)
-            for rec, raw in zip(records, encoded.records(), strict=True):
-                key = key_of(rec.source_offset, generation_of(rec))
-                self.send_value(part, topic, key, value_of(raw), gate, 0)
-            return
         keys = [key_of(rec.source_offset, generation_of(rec)) for rec in records]
         assert encoded.positions is not None, "a batch the store appended has positions"
         positions: list[int] = encoded.positions.tolist()
+        if at_once:  # after any value held of an offset it names (see write_through)
+            self.write_through(part, max(rec.source_offset for rec in records))
+            topic = self.topics.topic_for(part.topic)
+            for key, raw, at in zip(keys, encoded.records(), positions, strict=True):
+                self.send_value(part, topic, key, value_of(raw), gate, 0, at)
+            return
         if self._held.hold(part.key, keys, positions, gate, self._clock.now_ms()):
             # Too many held in all: the older half of this partition's goes out now.
             self.write(part, most=max(1, min(self._held.held(part.key) // 2, WRITE_CHUNK)))
@@ -126,12 +128,11 @@ class Changelog:
             self._send_held(part, out)
         return len(out)
 
-    def write_now(self, part: PartitionState, records: list[TimerRecord]) -> None:
-        """Write the held values of ``records`` now: series occurrences whose successors
-        are written next (``bridge/occurrences.py``), so a store rebuilt from the
-        changelog holds each until its delivery is acknowledged."""
-        keys = [key_of(rec.source_offset, generation_of(rec)) for rec in records]
-        out = [(k, *f) for k in keys if (f := self._held.take_key(part.key, k)) is not None]
+    def write_through(self, part: PartitionState, offset: int) -> None:
+        """Write the held values of offsets up to ``offset`` ahead of a value written at
+        once that names it: a rebuilt store skips the delay-topic records up to the
+        highest offset its changelog names (docs/architecture.md, "Changelog")."""
+        out = self._held.take_through(part.key, offset)
         if out and not part.closed:
             self._send_held(part, out)
 
@@ -146,7 +147,7 @@ class Changelog:
                           part.name, position, exc)  # fmt: skip
                 gate.done()
                 continue
-            self.send_value(part, topic, key, value, gate, 0)
+            self.send_value(part, topic, key, value, gate, 0, position)
 
     def write_all(self, parts: list[PartitionState]) -> None:
         """Write every held value of ``parts`` (a handover, a shutdown, a transaction)."""
@@ -191,12 +192,14 @@ class Changelog:
 
     def send_value(
         self, part: PartitionState, topic: str, key: bytes, value: bytes, gate: Gate,
-        fails: int = 0,
+        fails: int = 0, position: int = -1,
     ) -> bool:  # fmt: skip
         """Write one value (rule 4: retried with backoff while ``part`` is ours); its
-        ack resolves one of ``gate``."""
+        ack resolves one of ``gate``. ``position``: its record's, until the ack."""
         if part.closed:
             return True
+        if position >= 0:
+            self._held.sent(part.key, key, position)
         on_delivery = partial(self._value_outcome, part, topic, key, value, gate, fails)
         if not self._outbox.send(topic, value, key, None, on_delivery, part.partition):
             self._later(fails, partial(self.send_value, part, topic, key, value, gate, fails))
@@ -215,6 +218,7 @@ class Changelog:
     ) -> None:
         if err is None:
             gate.done()
+            self._held.acked(part.key, key)
             self._note_acked(part, msg)
             return
         if part.closed:
@@ -222,8 +226,6 @@ class Changelog:
         log.warning("changelog write of %s failed: %s; retrying", part.name, err.str())
         retry = partial(self.send_value, part, topic, key, value, gate, fails + 1)
         self._later(fails + 1, retry)
-
-    # -- tombstones (rule 3) ------------------------------------------------------------
 
     def removed(self, part: PartitionState, rec: TimerRecord) -> None:
         """``rec`` left ``part``'s store: drop its unwritten value, or tombstone it."""
@@ -281,8 +283,6 @@ class Changelog:
             return  # rule 4
         log.warning("changelog tombstone of %s failed: %s; retrying", part.name, err.str())
         self._later(fails + 1, partial(self._send_tombstone, part, topic, key, id, fails + 1))
-
-    # -- positions (rule 5) -------------------------------------------------------------
 
     def _note_acked(self, part: PartitionState, msg: Message | None) -> None:
         offset: Any = msg.offset() if msg is not None else None

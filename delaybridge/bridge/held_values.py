@@ -50,6 +50,8 @@ class HeldValues:
         self._limit = limit
         self._by_part: dict[PartKey, dict[bytes, tuple[int, Gate, int]]] = {}
         self._count = 0
+        self._sent: dict[PartKey, dict[bytes, int]] = {}
+        """Values written and not acknowledged yet: key -> commit-log position."""
 
     def __bool__(self) -> bool:
         return self._count > 0
@@ -98,18 +100,49 @@ class HeldValues:
     def drop(self, part: PartKey, key: bytes) -> Gate | None:
         """Forget one held value (its message left the store); its gate, or None if it
         was not held."""
-        found = self.take_key(part, key)
-        return None if found is None else found[1]
-
-    def take_key(self, part: PartKey, key: bytes) -> tuple[int, Gate] | None:
-        """Remove one held value: (position, gate), or None if it was not held."""
         held = self._by_part.get(part)
         found = held.pop(key, None) if held is not None else None
         if found is None:
             return None
         self._count -= 1
-        return found[0], found[1]
+        return found[1]
+
+    def take_through(self, part: PartKey, offset: int) -> list[tuple[bytes, int, Gate]]:
+        """Remove and return ``part``'s values of delay-topic offsets up to ``offset``
+        (a pass over the partition's held values; keys start with the offset,
+        big-endian, so their first 8 bytes compare as the offsets do)."""
+        held = self._by_part.get(part)
+        if not held:
+            return []
+        upto = offset.to_bytes(8, "big")
+        out = [(key, pos, gate) for key, (pos, gate, _) in held.items() if key[:8] <= upto]
+        for key, _, _ in out:
+            del held[key]
+        self._count -= len(out)
+        return out
 
     def forget(self, part: PartKey) -> None:
         """Drop a partition's values unwritten (it moved away: the next owner re-reads)."""
         self._count -= len(self._by_part.pop(part, {}))
+        self._sent.pop(part, None)
+
+    def sent(self, part: PartKey, key: bytes, position: int) -> None:
+        """The value of the record at ``position`` was written (not acknowledged yet)."""
+        self._sent.setdefault(part, {})[key] = position
+
+    def acked(self, part: PartKey, key: bytes) -> None:
+        sent = self._sent.get(part)
+        if sent:
+            sent.pop(key, None)
+
+    def unacked_from(self, part: PartKey) -> int | None:
+        """The lowest commit-log position of a value of ``part`` that Kafka has not
+        acknowledged (held back, or written and unacknowledged); None if there is none.
+        The store's checkpoint keeps it, so a restart after a crash writes from there
+        again (``bridge/changelog_seed.py``: ``reseed``)."""
+        lows = []
+        if sent := self._sent.get(part):
+            lows.append(min(sent.values()))
+        if held := self._by_part.get(part):
+            lows.append(next(iter(held.values()))[0])  # held in store order: the oldest
+        return min(lows) if lows else None

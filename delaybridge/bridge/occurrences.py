@@ -11,10 +11,10 @@ Occurrence k + 1 goes into the changelog at once, under a key of its own
 (``generation_of``): its value is ahead of k's tombstone in the changelog partition,
 so a store rebuilt from the changelog never holds neither. If k's own value was still
 held back (written behind: the first occurrence, or a parked copy, taken within
-``changelog.write_behind_ms`` of being stored), it is written first: a store rebuilt
-after a ``kill -9`` that came before k's acknowledgement holds k again, where it held
-only k + 1 and lost k (the delay-topic record was not re-read either: k + 1's key names
-its offset). In exactly-once mode both
+``changelog.write_behind_ms`` of being stored), it is written first
+(``Changelog.write_through``): a store rebuilt after a ``kill -9`` that came before k's
+acknowledgement holds k again, where it held only k + 1 and lost k (the delay-topic
+record was not re-read either: k + 1's key names its offset). In exactly-once mode both
 ride in the transaction that delivers k (an abort reopens the store without k + 1 and
 with k pending again).
 
@@ -117,8 +117,6 @@ class Spawner:
             headers = (*rec.headers[:-1], state_header(series, step[0]))
             nexts.append(rec._replace(due_ms=step[1], headers=headers))
         if nexts:
-            if self._changelog is not None:  # a predecessor never written goes first
-                self._changelog.write_now(part, recs)
             self._append(part, nexts)
 
     def _held(

@@ -37,12 +37,17 @@ class OffsetTracker:
         self._handled_upto = max(self._handled_upto, offset)
 
     def produce_started(self, offset: int) -> None:
+        self.hold(offset)
+        self.handled(offset)
+
+    def hold(self, offset: int) -> None:
+        """Hold the commit at ``offset`` or below until :meth:`produce_acked` of it,
+        without counting it handled (a restart's rewrite of its changelog values)."""
         count = self._unacked.get(offset, 0)
         if not count:
             heapq.heappush(self._oldest, offset)
         self._unacked[offset] = count + 1
         self._outstanding += 1
-        self.handled(offset)
 
     def produce_acked(self, offset: int) -> None:
         count = self._unacked.get(offset, 0)

@@ -28,7 +28,7 @@ from typing import Protocol
 from confluent_kafka import KafkaException, TopicPartition
 
 from delaybridge.bridge.cancel_feed import CancelFeed
-from delaybridge.bridge.changelog import SEEDING_MARK
+from delaybridge.bridge.changelog import SEEDING_MARK, UNACKED_MARK
 from delaybridge.bridge.flow import FlowControl
 from delaybridge.bridge.metrics import Metrics
 from delaybridge.bridge.outbox import Outbox
@@ -255,9 +255,14 @@ class Partitions:
         ``changelog``); False when there is no space: its offset stays where the last
         flush left it, the next flush retries."""
         if self.restoring is not None and part.role is Role.ACTIVE:
-            position = self.restoring.changelog.position(part)
-            if position is not None and SEEDING_MARK not in part.store.marks:
-                part.store.marks[MARK] = position
+            changelog, marks = self.restoring.changelog, part.store.marks
+            position = changelog.position(part)
+            if position is not None and SEEDING_MARK not in marks:
+                marks[MARK] = position
+            if (unacked := changelog.unacked_from(part)) is not None:
+                marks[UNACKED_MARK] = unacked  # written again after a crash (reseed)
+            else:
+                marks.pop(UNACKED_MARK, None)
         try:
             part.flush()
         except OSError as exc:

@@ -9,7 +9,10 @@
 3. **restored**: the partition turns *active*: its delay-topic partition is read from
    the group's committed offset (committed only behind changelog acks, so nothing
    stored is missing; schedules at offsets the changelog already named are skipped by
-   ingest) and resumed unless ingest is paused.
+   ingest) and resumed unless ingest is paused;
+4. a store whose checkpoint says some values were not acknowledged (mark
+   ``changelog_unacked``, a crash) writes those of them still pending again, once it is
+   active (``changelog_seed.reseed``).
 
 A partition revoked while restoring keeps what its store took so far (its checkpoint
 names the changelog offset reached) and resumes there if it comes back.
@@ -24,7 +27,7 @@ import time
 from confluent_kafka import TopicPartition
 
 from delaybridge.bridge.changelog import SEEDING_MARK, Changelog
-from delaybridge.bridge.changelog_seed import seed
+from delaybridge.bridge.changelog_seed import reseed, seed
 from delaybridge.bridge.flow import FlowControl
 from delaybridge.bridge.partition import PartitionState, Role
 from delaybridge.bridge.restore import MARK, Restorer, RestoreTask, plan
@@ -75,6 +78,8 @@ class Restoring:
         if task is None:
             if MARK not in marks and part.store.stats().pending:
                 seed(self.changelog, part)
+            else:
+                reseed(self.changelog, part)
             return False
         if task.rebuild and (part.store.stats().pending or part.store.last_source_offset >= 0):
             set_aside(part)
@@ -97,6 +102,8 @@ class Restoring:
     def _activate(self, task: RestoreTask) -> None:
         part = task.part
         part.role = Role.ACTIVE
+        if not task.rebuild:  # a catch-up: what the crash left unacknowledged goes again
+            reseed(self.changelog, part)
         took = time.monotonic() - task.started_s
         log.info(
             "restored %s: %d changelog records in %.2f s (%.0f/s), %d pending; resuming at %d",

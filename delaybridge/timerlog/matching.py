@@ -39,6 +39,8 @@ from delaybridge.timerlog.stats import StoreCounters
 from delaybridge.timerlog.timer_log import IdHit, TimerLog
 
 log = logging.getLogger(__name__)
+Pending = tuple[int, bytes]
+"""A pending message: its commit-log position and its record."""
 
 
 class IdMatcher:
@@ -173,21 +175,25 @@ class IdMatcher:
         self.cancels.write_soon()
         return dropped
 
-    def pending_records(self, live_start: int, chunk: int) -> Iterator[list[bytes]]:
-        """Every pending message's commit-log record, in chunks of up to ``chunk``: a
-        full pass over the live timer log (a store's first changelog write)."""
-        out: list[bytes] = []
+    def pending_records(
+        self, live_start: int, chunk: int, since: int = 0
+    ) -> Iterator[list[Pending]]:
+        """Every pending message's (commit-log position, record) from position ``since``,
+        in chunks of up to ``chunk``: a pass over the live timer log (a store's first
+        changelog write; a restart's rewrite of the values not acknowledged)."""
+        out: list[Pending] = []
         for first, entries in self.timer.chunks(live_start, self.timer.end):
-            slots = entries["slot_ms"].tolist()
-            words = entries["cl_word"].tolist()
-            for row, slot_ms in enumerate(slots):
+            positions = timer_codec.positions_of(entries)
+            rows = np.flatnonzero(positions >= since).tolist() if since else range(len(entries))
+            slots, words = entries["slot_ms"].tolist(), positions.tolist()
+            for row in rows:
                 index = first + row
-                if index in self.cancels.applied or not self.reader.is_pending(index, slot_ms):
+                if index in self.cancels.applied or not self.reader.is_pending(index, slots[row]):
                     continue
                 # One unread entry per pending message (a ROLL entry for one beyond the
                 # window points at its record too).
                 try:
-                    out.append(self.commit_log.raw(words[row] & timer_codec.POS_MASK))
+                    out.append((words[row], self.commit_log.raw(words[row])))
                 except IntegrityError as exc:  # quarantined when due; no changelog copy
                     log.warning("changelog seeding skips a damaged record: %s", exc)
                     continue

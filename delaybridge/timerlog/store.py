@@ -28,7 +28,7 @@ from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock
 from delaybridge.timerlog.commit_codec import EncodedBatch, encode_batch
 from delaybridge.timerlog.durability import Flusher
 from delaybridge.timerlog.errors import DelayTooLong
-from delaybridge.timerlog.matching import IdMatcher
+from delaybridge.timerlog.matching import IdMatcher, Pending
 from delaybridge.timerlog.quarantine import Quarantine
 from delaybridge.timerlog.raw_records import batch_of_raw
 from delaybridge.timerlog.reader import Reader
@@ -152,9 +152,9 @@ class TimerStore:
         not pending is ignored. Durable after flush()."""
         return self._matcher.remove(keys, generation_of, self._flusher.live_start)
 
-    def pending_records(self, chunk: int = 10_000) -> Iterator[list[bytes]]:
-        """Every pending message, encoded, in chunks (a full scan: a first changelog)."""
-        return self._matcher.pending_records(self._flusher.live_start, chunk)
+    def pending_records(self, chunk: int = 10_000, since: int = 0) -> Iterator[list[Pending]]:
+        """Pending messages as (commit-log position, record) from ``since``, in chunks."""
+        return self._matcher.pending_records(self._flusher.live_start, chunk, since)
 
     def take_removed(self) -> list[TimerRecord]:
         """The pending messages cancels removed since the last call (so the owner can
@@ -280,10 +280,9 @@ class TimerStore:
     def abandon(self) -> None:
         """Drop the store like kill -9 would: no flush, no clean stamp.
 
-        Files and the lock are released, so the directory can be opened again at
-        once; that open takes the crash path (recovery to the last flush, wheel
-        rebuilt). For crash tests and the store benchmark; a closed store ignores it.
-        """
+        Files and the lock are released, so the directory can be opened again at once;
+        that open takes the crash path (recovery to the last flush, wheel rebuilt). For
+        crash tests and the store benchmark; a closed store ignores it."""
         if not self._closed:
             self._release()
 

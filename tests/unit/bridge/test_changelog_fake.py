@@ -132,6 +132,33 @@ def test_a_message_delivered_after_the_last_flush_is_not_delivered_again(
     again.stop()
 
 
+def test_values_unacknowledged_at_a_kill_are_written_after_the_restart(tmp_path: Path) -> None:
+    """``kill -9`` while the values of messages on disk were unacknowledged (and never
+    reached Kafka): the restart on the same disk had them in its store only, wrote them
+    nowhere and committed its delay-topic offsets past them (re-read, they were skipped
+    as stored), so a disk lost later lost them. Found by ``test_crash_points_fake.py``."""
+    side = FakeSidecar(tmp_path / "a")
+    side.send(schedule("later0", 600_000))
+    for _ in range(2):  # written and acknowledged: the store has a changelog mark
+        side.turns(1)
+        side.checkpoint()
+    side.producer.hold_acks = True
+    side.send(schedule("later1", 600_000))
+    side.turns(1)
+    side.checkpoint()  # on disk; its value sent, never acknowledged
+    side.kill9()  # and never written
+    again = FakeSidecar(tmp_path / "a", clock=side.clock, cluster=side.cluster)
+    for _ in range(3):
+        again.turns(1, advance_ms=1_000)
+        again.checkpoint()
+    again.kill9()
+    shutil.rmtree(tmp_path / "a")
+    third = FakeSidecar(tmp_path / "b", clock=side.clock, cluster=side.cluster)
+    third.turns(4)
+    assert pending_ids(third) == {"later0", "later1"}
+    third.stop()
+
+
 def test_a_replica_that_lost_its_disk_restores_everything_pending(tmp_path: Path) -> None:
     a = FakeSidecar(tmp_path / "a")
     for i in range(10):

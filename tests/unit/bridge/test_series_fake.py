@@ -21,7 +21,7 @@ import pytest
 from delaybridge.bridge.occurrences import Spawner
 from delaybridge.connectors import header_text
 from delaybridge.timerlog import ManualClock
-from tests.unit.bridge.sidecar_kit import DELAY, ORDERS, FakeSidecar
+from tests.unit.bridge.sidecar_kit import DELAY, ORDERS, FakeSidecar, schedule
 from tests.unit.bridge.test_exactly_once_fake import kill, txn_producer
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -157,6 +157,24 @@ def test_a_first_occurrence_in_flight_at_a_kill_is_not_lost(
     again = FakeSidecar(tmp_path / "a", clock=side.clock, cluster=side.cluster)
     run(again, 12_000)
     assert Counter(k for k, _ in occurrences(again)) == Counter({1: 1, 2: 1, 3: 1, 4: 1})
+    again.stop()
+
+
+def test_a_message_in_flight_before_a_series_is_not_lost(tmp_path: Path) -> None:
+    """A message due at once goes out (never acknowledged) in the turn that spawns a
+    series' next occurrence, then ``kill -9``: the changelog named the series' offset,
+    above the message's, whose value was still held; the store rebuilt from it skipped
+    the message when re-read. Found by ``test_crash_points_fake.py``."""
+    side = FakeSidecar(tmp_path / "a")
+    side.send(schedule("now0", 0))
+    side.send(every("s", "2s", 2))
+    side.turns(1)  # stored, values held (written behind)
+    side.producer.hold_acks = True
+    side.turns(1, advance_ms=2_100)  # both taken; occurrence 2 written at once
+    side.kill9(changelog_written=True)
+    again = FakeSidecar(tmp_path / "a", clock=side.clock, cluster=side.cluster)
+    run(again, 6_000)
+    assert Counter(h["delay-id"] for h in again.delivered()) == Counter({"now0": 1, "s": 2})
     again.stop()
 
 
