@@ -6,22 +6,21 @@ The rules (DESIGN §5; the protocol as numbered steps is in docs/architecture.md
 1. a message stored from delay-topic offset N holds N back from the group's offset
    commit (a :class:`Gate` per run of messages, through ``OffsetTracker``) until it is
    safe elsewhere than this disk: its value acknowledged in the changelog under key
-   (N, generation), or the message itself delivered or cancelled;
+   (N, generation), or the message itself delivered or cancelled (a parked copy whose
+   original was never written waits under the original's gate);
 2. values are written behind (:meth:`Changelog.write_behind`, at every flush): a value
    goes out once its message has been in the store for ``changelog.write_behind_ms``
-   (default 5 s), so a message that left the store before (delivered, cancelled,
-   parked) needs neither a value nor a tombstone (Kafka Streams' record cache within a
-   commit interval); the price is a commit position up to that long behind (rule 1),
-   i.e. a replica that lost its disk re-reads that much of its delay topic. Past
+   (default 5 s), so a message that left the store before needs neither a value nor a
+   tombstone; the price is a commit position up to that long behind (rule 1). Past
    ``write_behind_max_records`` held, the older half of the storing partition's go out
-   (``WRITE_CHUNK`` at most per call, by age too); a handover, a shutdown and
-   exactly-once commits write all held;
+   (``WRITE_CHUNK`` per call); a handover, a shutdown and a transaction write all held;
 3. a message whose value was written gets a tombstone when it leaves the store
    (delivered, dead-lettered, cancelled, parked again under generation + 1);
 4. a failed write is retried with backoff while the partition is ours (its gate holds);
    once it moved away, the next owner re-reads from the committed offset;
 5. the acknowledged changelog offsets are kept per partition (:meth:`position`) and
-   the store's checkpoint remembers them: a restart catches up from there;
+   the store's checkpoint remembers them: a restart catches up from there; and the
+   oldest value not acknowledged (``UNACKED_MARK``): a restart writes again from there;
 6. at every flush, the owner's delivery cursor goes out as a progress record
    (:meth:`progress`): everything due up to it left the store, and the tombstones that
    say so are before it in the partition; a warm standby drops those from its copy.
@@ -47,13 +46,7 @@ from delaybridge.bridge.outbox import Outbox
 from delaybridge.bridge.partition import PartitionState, PartKey
 from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import Clock, TimerRecord
-from delaybridge.timerlog.changelog_codec import (
-    ID_HEADER,
-    PROGRESS,
-    PROGRESS_KEY,
-    key_of,
-    value_of,
-)
+from delaybridge.timerlog.changelog_codec import ID_HEADER, PROGRESS, PROGRESS_KEY, key_of, value_of
 from delaybridge.timerlog.commit_format import EncodedBatch
 
 log = logging.getLogger(__name__)
@@ -96,15 +89,18 @@ class Changelog:
         *,
         gate_offset: bool = True,
         at_once: bool = False,
+        gate: Gate | None = None,
     ) -> None:
         """``records`` were appended to ``part``'s store (as ``encoded``): their values
         are held (rule 2), or written now (``at_once``: a copy whose old one is
         tombstoned next, so a store rebuilt from the changelog never holds neither).
-        ``gate_offset`` (ingest): their delay-topic offsets wait for them (rule 1)."""
-        first = records[0].source_offset if gate_offset else -1
-        gate = Gate(part, first, len(records))
-        if gate_offset:
-            part.offsets.produce_started(first)
+        ``gate_offset`` (ingest): their delay-topic offsets wait for them (rule 1);
+        ``gate``: they wait under this one instead (a parked copy, its original's)."""
+        if gate is None:
+            first = records[0].source_offset if gate_offset else -1
+            gate = Gate(part, first, len(records))
+            if gate_offset:
+                part.offsets.produce_started(first)
         keys = [key_of(rec.source_offset, generation_of(rec)) for rec in records]
         assert encoded.positions is not None, "a batch the store appended has positions"
         positions: list[int] = encoded.positions.tolist()
@@ -239,13 +235,14 @@ class Changelog:
     def moved(self, part: PartitionState, old: TimerRecord, records: list[TimerRecord],
               encoded: EncodedBatch) -> None:  # fmt: skip
         """``records`` (a parked copy) replace ``old``. ``old``'s value never written:
-        it is forgotten, the new one held; else the new one is written at once, ahead of
-        ``old``'s tombstone, so a store rebuilt from the changelog never holds neither."""
+        it is forgotten, the new one held under its gate (the delay-topic offset waits
+        for the copy: released, it was committed past a copy only this disk held); else
+        the new one is written at once, ahead of ``old``'s tombstone, so a store rebuilt
+        from the changelog never holds neither."""
         key = key_of(old.source_offset, generation_of(old))
         gate = self._held.drop(part.key, key)
         if gate is not None:
-            gate.done()
-            self.stored(part, records, encoded, gate_offset=False)
+            self.stored(part, records, encoded, gate=gate)
             return
         self.stored(part, records, encoded, gate_offset=False, at_once=True)
         self._send_tombstone(part, self.topics.topic_for(part.topic), key, old.id, 0)

@@ -248,6 +248,25 @@ def test_a_parked_retry_is_one_copy_after_a_restore(tmp_path: Path) -> None:
     b.stop()
 
 
+def test_a_parked_copy_holds_its_offset_until_it_is_in_the_changelog(tmp_path: Path) -> None:
+    """A message parked (its target topic missing) before its value was written: the new
+    copy was held without a gate and the original's gate released, so the delay-topic
+    offset was committed past a copy only this disk held; the disk lost, it was lost."""
+    side = FakeSidecar(tmp_path / "a")
+    side.send(schedule("p0", 0, target="late"))
+    side.turns(4, advance_ms=100)  # fails (no such topic): parked
+    side.producer.hold_acks = True  # its value, written at this flush, never arrives
+    side.checkpoint()
+    assert side.committed(0) in (None, 0)
+    side.kill9()
+    shutil.rmtree(tmp_path / "a")
+    side.cluster.create_topic("late", 2)
+    again = FakeSidecar(tmp_path / "b", clock=side.clock, cluster=side.cluster)
+    again.turns(10, advance_ms=1_000)
+    assert [h["delay-id"] for h in again.delivered("late")] == ["p0"]
+    again.stop()
+
+
 def test_a_store_from_before_the_changelog_is_written_to_it_then_restorable(
     tmp_path: Path,
 ) -> None:

@@ -1,6 +1,7 @@
 """``kill -9`` at random points of a sidecar with its changelog, on the fakes (hypothesis).
 
-A state machine sends one-off messages and recurring series, runs turns on a manual
+A state machine sends one-off messages (some to a topic created later: parked retries)
+and recurring series, runs turns on a manual
 clock, checkpoints, acknowledges the oldest records in flight (no acknowledgement
 comes otherwise: any of them can be in flight at a flush or at a kill), and kills the
 sidecar like ``kill -9`` (with the changelog records it had queued reaching
@@ -29,8 +30,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from delaybridge.bridge.attempts import generation_of
 from delaybridge.timerlog.commit_codec import decode
-from tests.unit.bridge.sidecar_kit import ORDERS, FakeSidecar, schedule
+from tests.unit.bridge.sidecar_kit import DLT, ORDERS, FakeSidecar, schedule
 
+LATE = "late"
+"""A target topic created during the run (deliveries to it are parked until then)."""
 SERIES_COUNT = 3
 """Occurrences of each series (every 2 s)."""
 
@@ -63,6 +66,18 @@ class CrashPoints(RuleBasedStateMachine):
         id = f"m{len(self.sent) + len(self.series)}"
         self.side.send(schedule(id, delay_ms), partition=partition)
         self.sent.append(id)
+
+    @rule(partition=st.integers(0, 1))
+    def send_to_a_topic_not_there_yet(self, partition: int) -> None:
+        """Its delivery fails and it is parked (stored again as a new copy) until the
+        topic appears."""
+        id = f"p{len(self.sent) + len(self.series)}"
+        self.side.send(schedule(id, 0, target=LATE), partition=partition)
+        self.sent.append(id)
+
+    @rule()
+    def create_the_topic(self) -> None:
+        self.side.cluster.create_topic(LATE, 2)
 
     @rule(partition=st.integers(0, 1))
     def send_series(self, partition: int) -> None:
@@ -117,10 +132,11 @@ class CrashPoints(RuleBasedStateMachine):
         try:
             side = self.side
             side.producer.hold_acks = False
+            side.cluster.create_topic(LATE, 2)
             for _ in range(12):
                 side.turns(2, advance_ms=2_000)
                 side.checkpoint()
-            got = Counter(h["delay-id"] for h in side.delivered())
+            got = Counter(h["delay-id"] for t in (ORDERS, LATE, DLT) for h in side.delivered(t))
             expected = Counter({id: 1 for id in self.sent})
             expected.update({id: SERIES_COUNT for id in self.series})
             lost = {id: n for id, n in expected.items() if got[id] < n}
