@@ -50,6 +50,8 @@ class HeldValues:
         self._limit = limit
         self._by_part: dict[PartKey, dict[bytes, tuple[int, Gate, int]]] = {}
         self._count = 0
+        self._low: dict[PartKey, bytes] = {}
+        """At most the lowest offset (a key's first 8 bytes) held per partition."""
         self._sent: dict[PartKey, dict[bytes, int]] = {}
         """Values written and not acknowledged yet: key -> commit-log position."""
 
@@ -66,6 +68,8 @@ class HeldValues:
         ``now_ms``); True when more than the limit are held in all (the caller writes
         the partition's out)."""
         held = self._by_part.setdefault(part, {})
+        low, was = min(keys)[:8], self._low.get(part)
+        self._low[part] = low if was is None or low < was else was
         before = len(held)
         for key, position in zip(keys, positions, strict=True):
             held[key] = (position, gate, now_ms)
@@ -82,6 +86,7 @@ class HeldValues:
             return []
         if stored_by_ms is None and most is None:
             del self._by_part[part]
+            self._low.pop(part, None)
             out = [(key, position, gate) for key, (position, gate, _) in held.items()]
         else:
             out = []
@@ -109,22 +114,34 @@ class HeldValues:
 
     def take_through(self, part: PartKey, offset: int) -> list[tuple[bytes, int, Gate]]:
         """Remove and return ``part``'s values of delay-topic offsets up to ``offset``
-        (a pass over the partition's held values; keys start with the offset,
-        big-endian, so their first 8 bytes compare as the offsets do)."""
+        (keys start with the offset, big-endian, so their first 8 bytes compare as the
+        offsets do). A pass over the partition's held values only when its lowest held
+        offset may be at or below ``offset`` (a series' first occurrence; not a spawn
+        of an older series, whose offset is below everything held)."""
         held = self._by_part.get(part)
-        if not held:
-            return []
         upto = offset.to_bytes(8, "big")
-        out = [(key, pos, gate) for key, (pos, gate, _) in held.items() if key[:8] <= upto]
+        if not held or upto < self._low.get(part, b""):
+            return []
+        out, low = [], None
+        for key, (pos, gate, _) in held.items():
+            if (prefix := key[:8]) <= upto:
+                out.append((key, pos, gate))
+            elif low is None or prefix < low:
+                low = prefix
         for key, _, _ in out:
             del held[key]
         self._count -= len(out)
+        if low is None:
+            self._low.pop(part, None)
+        else:
+            self._low[part] = low
         return out
 
     def forget(self, part: PartKey) -> None:
         """Drop a partition's values unwritten (it moved away: the next owner re-reads)."""
         self._count -= len(self._by_part.pop(part, {}))
         self._sent.pop(part, None)
+        self._low.pop(part, None)
 
     def sent(self, part: PartKey, key: bytes, position: int) -> None:
         """The value of the record at ``position`` was written (not acknowledged yet)."""

@@ -203,12 +203,12 @@ def _not_held(task: RestoreTask) -> list[bytes]:
     if not maybe:
         return list(task.values.values())
     held = task.part.store.pending_with_ids({rec.id for rec in maybe.values()})
-    have = {key_of(rec.source_offset, generation_of(rec)) for recs in held.values() for rec in recs}
-    skipped = [key for key in maybe if key in have]
-    if not skipped:
+    have = {key_of(r.source_offset, generation_of(r)) for recs in held.values() for r in recs}
+    have &= maybe.keys()
+    if not have:
         return list(task.values.values())
     log.info("%s: %d changelog values read again are held already (acknowledged after the "
-             "store's last flush); not stored twice", task.part.name, len(skipped))  # fmt: skip
+             "store's last flush); not stored twice", task.part.name, len(have))  # fmt: skip
     return [value for key, value in task.values.items() if key not in have]
 
 
