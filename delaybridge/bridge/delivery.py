@@ -127,7 +127,7 @@ class Deliverer:
         now_s: float,
     ) -> int:
         """The hot loop: produce ``records[start:]``; returns how many went out."""
-        limits = self._limits
+        limits = self._limits if self._limits else None  # __bool__ once, not per record
         send = self._outbox.send
         first_outcome = self._first_outcome
         prefix = part.origin_prefix
@@ -136,7 +136,7 @@ class Deliverer:
         for i in range(start, len(records)):
             due = records[i]
             rec = due.record
-            if limits and not limits.allow(rec.target_topic, now_s):
+            if limits is not None and not limits.allow(rec.target_topic, now_s):
                 return i - start
             if now_ms < rec.due_ms:  # the store must never hand out early records
                 self._tally.early += 1
