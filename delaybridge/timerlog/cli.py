@@ -126,7 +126,7 @@ def _bench_store(args: argparse.Namespace) -> int:
         "hot path",
         "append/s (cpu)",
         "deliver/s (cpu)",
-        "RSS max MB",
+        "RSS MB: kept / peak append / peak deliver",
         "disk B/rec",
         "overhead B/rec",
         "recovery s",
@@ -140,7 +140,7 @@ def _bench_store(args: argparse.Namespace) -> int:
             path,
             f"{r.append_per_s:,.0f} ({r.append_per_cpu_s:,.0f})",
             f"{r.deliver_per_s:,.0f} ({r.deliver_per_cpu_s:,.0f})",
-            f"{r.rss_mb_max:.0f}",
+            f"{r.rss_mb_max:.0f} / {_mb(r.rss_peak_mb_append)} / {_mb(r.rss_peak_mb_deliver)}",
             f"{r.disk_bytes_per_record:.0f}",
             f"{r.overhead_bytes_per_record:.0f}",
             f"{r.recovery_s:.2f}",
@@ -188,3 +188,7 @@ def _bench_listing(args: argparse.Namespace) -> int:
     args.json.write_text(json.dumps({"listing": r.as_json()}, indent=2))
     print(f"wrote {args.json}")
     return 0
+
+
+def _mb(value: float | None) -> str:
+    return "?" if value is None else f"{value:.0f}"
