@@ -75,12 +75,17 @@ class StoreBenchResult:
         return asdict(self)
 
 
-def rss_mb() -> float:
+def _status_mb(name: str) -> float:
+    """A memory line of ``/proc/self/status`` (``VmRSS``, ``VmHWM``), in MB."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{name}:"):
                 return int(line.split()[1]) / 1024
-    raise RuntimeError("VmRSS missing from /proc/self/status")
+    raise RuntimeError(f"{name} missing from /proc/self/status")
+
+
+def rss_mb() -> float:
+    return _status_mb("VmRSS")
 
 
 def reset_peak() -> bool:
@@ -94,11 +99,7 @@ def reset_peak() -> bool:
 
 
 def peak_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("VmHWM missing from /proc/self/status")
+    return _status_mb("VmHWM")
 
 
 def calibrate() -> tuple[float, float]:
