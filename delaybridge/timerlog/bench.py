@@ -102,6 +102,11 @@ def peak_mb() -> float:
     return _status_mb("VmHWM")
 
 
+def _peak_since(reset: bool) -> float | None:
+    """The peak since :func:`reset_peak` (None where it could not be reset)."""
+    return round(peak_mb(), 1) if reset else None
+
+
 def calibrate() -> tuple[float, float]:
     """(wall s, CPU s) of a 10M-iteration ``x += i`` loop: ~0.4 s each on an idle core."""
     start, cpu = time.perf_counter(), time.process_time()
@@ -169,7 +174,7 @@ def run_one(
     store.flush(recompute_live=True)
     wall += time.perf_counter() - w0
     cpu += time.process_time() - c0
-    peak_append = peak_mb() if peaks else None
+    peak_append = _peak_since(peaks)
     disk = store.stats().bytes_on_disk
     store.abandon()
     t0, c0 = time.perf_counter(), time.process_time()
@@ -193,7 +198,7 @@ def run_one(
             store.release_pages()
             samples.append(round(rss_mb(), 1))
     d_wall, d_cpu = time.perf_counter() - w0, time.process_time() - c0
-    peak_deliver = peak_mb() if peaks else None
+    peak_deliver = _peak_since(peaks)
     store.close()
     samples.append(round(rss_mb(), 1))
     shutil.rmtree(directory, ignore_errors=True)
@@ -217,8 +222,8 @@ def run_one(
         wheel_rebuilt=rebuilt,
         calibration_s=round(calibration, 2),
         calibration_cpu_s=round(calibration_cpu, 2),
-        rss_peak_mb_append=None if peak_append is None else round(peak_append, 1),
-        rss_peak_mb_deliver=None if peak_deliver is None else round(peak_deliver, 1),
+        rss_peak_mb_append=peak_append,
+        rss_peak_mb_deliver=peak_deliver,
     )
 
 

@@ -25,6 +25,7 @@ from delaybridge.bridge.partition import PartitionState
 from delaybridge.bridge.restore import CONSUMER_SETTINGS, Restorer, RestoreTask
 from delaybridge.connectors import KafkaClients, KafkaSettings, ensure_topics, produce_blocking
 from delaybridge.timerlog import StoreSettings, TimerRecord, TimerStore
+from delaybridge.timerlog.bench import rss_mb
 from delaybridge.timerlog.changelog_codec import ID_HEADER, key_of, value_of
 from delaybridge.timerlog.commit_codec import encode_batch
 from delaybridge.tools.bench_kit import bench_cluster, report
@@ -52,14 +53,14 @@ def _one(console: Console, clients: KafkaClients, work: Path, n: int) -> dict[st
     part = PartitionState(topic, 0, store, OffsetTracker(0), 0.0)
     reader = clients.reader(CONSUMER_SETTINGS)
     restorer = Restorer(reader, 50_000)
-    rss_before = _rss_mb()
+    rss_before = rss_mb()
     peak = rss_before
     started, cpu = time.perf_counter(), time.process_time()
     restorer.start(RestoreTask(part, topic, 0, written, rebuild=True))
     with console.status(f"restoring {written:,} changelog records"):
         while restorer.tasks:
             restorer.step(50_000)
-            peak = max(peak, _rss_mb())
+            peak = max(peak, rss_mb())
     seconds, cpu_s = time.perf_counter() - started, time.process_time() - cpu
     pending = store.stats().pending
     restorer.close()
@@ -77,13 +78,6 @@ def _one(console: Console, clients: KafkaClients, work: Path, n: int) -> dict[st
         "rss_before_mb": round(rss_before, 1),
         "rss_growth_during_restore_mb": round(peak - rss_before, 1),
     }
-
-
-def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _fill(clients: KafkaClients, topic: str, n: int) -> int:
