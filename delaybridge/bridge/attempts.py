@@ -112,10 +112,16 @@ class Attempt:
         state = _state(rec)
         dead = state.get("dead_letter")
         return cls(
-            part, due, batch, int(state["due_ms"]), int(state["first_failure_ms"]),
-            int(state["failures"]), None if dead is None else (Reason(dead[0]), str(dead[1])),
-            int(state.get("generation", 0)), int(state.get("shrink", 0)),
-        )  # fmt: skip
+            part,
+            due,
+            batch,
+            int(state["due_ms"]),
+            int(state["first_failure_ms"]),
+            int(state["failures"]),
+            None if dead is None else (Reason(dead[0]), str(dead[1])),
+            int(state.get("generation", 0)),
+            int(state.get("shrink", 0)),
+        )
 
     @property
     def origin(self) -> str:

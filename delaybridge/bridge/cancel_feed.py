@@ -99,8 +99,11 @@ class CancelFeed:
             time.sleep(0.2)
         saved, replay = self._load()
         fresh = [p for p in topic.partitions if p not in saved]
-        starts = {p: self._start_of(p, min(saved[p], replay.get(p, saved[p])), timeout_s)
-                  for p in topic.partitions if p in saved}  # fmt: skip
+        starts = {
+            p: self._start_of(p, min(saved[p], replay.get(p, saved[p])), timeout_s)
+            for p in topic.partitions
+            if p in saved
+        }
         self._replay_below = {p: saved[p] for p in starts if starts[p] < saved[p]}
         if fresh:
             wanted = [TopicPartition(self._topic, p, now_ms - self._keep_ms) for p in fresh]
@@ -129,8 +132,11 @@ class CancelFeed:
             log.warning(
                 "cancel topic %s/%d: saved position %d is older than the oldest record "
                 "kept (%d): cancels in between are gone (retention)",
-                self._topic, partition, saved, low,
-            )  # fmt: skip
+                self._topic,
+                partition,
+                saved,
+                low,
+            )
             return low
         return saved
 
@@ -149,14 +155,23 @@ class CancelFeed:
         try:
             doc = orjson.loads(path.read_bytes())
             if doc.get("topic") != self._topic:
-                log.warning("%s is for topic %r, not %r: ignored", path, doc.get("topic"),
-                            self._topic)  # fmt: skip
+                log.warning(
+                    "%s is for topic %r, not %r: ignored", path, doc.get("topic"), self._topic
+                )
                 return {}, {}
             replay = doc.get("replay_from", {})  # absent: written before replaces waited here
-            return ({int(p): int(o) for p, o in doc["next_offsets"].items()},
-                    {int(p): int(o) for p, o in replay.items()})  # fmt: skip
-        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError,
-                AttributeError) as exc:  # fmt: skip
+            return (
+                {int(p): int(o) for p, o in doc["next_offsets"].items()},
+                {int(p): int(o) for p, o in replay.items()},
+            )
+        except (
+            OSError,
+            orjson.JSONDecodeError,
+            KeyError,
+            TypeError,
+            ValueError,
+            AttributeError,
+        ) as exc:
             log.warning("%s unreadable (%s): starting %d ms back", path, exc, self._keep_ms)
             return {}, {}
 
@@ -178,15 +193,21 @@ class CancelFeed:
         if path is None or (self._next, replay) == (self._saved, self._saved_replay):
             return
         position = self._saved | self._next
-        doc = {"topic": self._topic, "next_offsets": {str(p): o for p, o in position.items()},
-               "replay_from": {str(p): o for p, o in replay.items()}}  # fmt: skip
+        doc = {
+            "topic": self._topic,
+            "next_offsets": {str(p): o for p, o in position.items()},
+            "replay_from": {str(p): o for p, o in replay.items()},
+        }
         try:
             write_atomic(path, orjson.dumps(doc))
         except OSError as exc:
             if not is_no_space(exc):
                 raise
-            log.warning("%s not saved, no room (%s): the feed re-reads from the last one "
-                        "if it restarts", path, exc)  # fmt: skip
+            log.warning(
+                "%s not saved, no room (%s): the feed re-reads from the last one if it restarts",
+                path,
+                exc,
+            )
             return
         self._saved, self._saved_replay = position, replay
 
@@ -211,8 +232,11 @@ class CancelFeed:
                 if tp.offset >= behind[tp.partition]:
                     del behind[tp.partition]
         if behind:
-            log.warning("cancel feed: replaces before %s not read again by the start's "
-                        "deadline: read with the feed from now on", behind)  # fmt: skip
+            log.warning(
+                "cancel feed: replaces before %s not read again by the start's "
+                "deadline: read with the feed from now on",
+                behind,
+            )
 
     def _read(self, msgs: list[Any], now_ms: int) -> list[CancelRequest]:
         out: list[CancelRequest] = []
@@ -236,8 +260,15 @@ class CancelFeed:
                 continue
             if request.replace and request.target_topic and request.sent_ms is not None:
                 origin, offset = parse_origin(request.origin)
-                self.waits.add(request.id, request.target_topic, request.sent_ms, origin,
-                               offset, now_ms, replay)  # fmt: skip
+                self.waits.add(
+                    request.id,
+                    request.target_topic,
+                    request.sent_ms,
+                    origin,
+                    offset,
+                    now_ms,
+                    replay,
+                )
                 firsts.setdefault(p, o)
             elif not replay:
                 self.recent.append((now_ms, request))
@@ -258,9 +289,12 @@ class CancelFeed:
         if self._unreadable <= _LOGGED_UNREADABLE:
             log.warning(
                 "cancel topic %s/%s/%s: unreadable cancel skipped (%s)%s",
-                msg.topic(), msg.partition(), msg.offset(), exc,
+                msg.topic(),
+                msg.partition(),
+                msg.offset(),
+                exc,
                 "" if self._unreadable < _LOGGED_UNREADABLE else "; not logging more",
-            )  # fmt: skip
+            )
 
     def open_store(self, part: PartitionState, now_ms: int) -> None:
         """A store opened now (at start, or a partition moving in): it waits on the
@@ -278,5 +312,6 @@ class CancelFeed:
 
 def _as_request(w: Wait) -> CancelRequest:
     origin = "" if w.origin is None else f"{w.origin[0]}/{w.origin[1]}/"
-    return CancelRequest(w.id, w.topic, origin + ("" if w.offset is None else str(w.offset)),
-                         w.sent_ms, True)  # fmt: skip
+    return CancelRequest(
+        w.id, w.topic, origin + ("" if w.offset is None else str(w.offset)), w.sent_ms, True
+    )

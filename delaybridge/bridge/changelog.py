@@ -59,9 +59,13 @@ class Changelog:
     """The changelog writer of one sidecar (see the module docstring)."""
 
     def __init__(
-        self, topics: ChangelogTopics, outbox: Outbox, retries: RetryQueue, clock: Clock,
+        self,
+        topics: ChangelogTopics,
+        outbox: Outbox,
+        retries: RetryQueue,
+        clock: Clock,
         max_in_flight: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """``max_in_flight``: values written by age wait while the producer has that
         many records in flight (0: never wait)."""
         self.topics = topics
@@ -139,8 +143,12 @@ class Changelog:
             try:
                 value = value_of(read(position))
             except IntegrityError as exc:  # gone or damaged: delivery deals with it
-                log.error("%s: cannot write the value at %d to the changelog: %s",
-                          part.name, position, exc)  # fmt: skip
+                log.error(
+                    "%s: cannot write the value at %d to the changelog: %s",
+                    part.name,
+                    position,
+                    exc,
+                )
                 gate.done()
                 continue
             self.send_value(part, topic, key, value, gate, 0, position)
@@ -175,8 +183,9 @@ class Changelog:
         self._progress[part.key] = tick
         topic = self.topics.topic_for(part.topic)
         on_delivery = partial(self._progress_outcome, part)
-        self._outbox.send(topic, PROGRESS.pack(tick), PROGRESS_KEY, None, on_delivery,
-                          part.partition)  # fmt: skip
+        self._outbox.send(
+            topic, PROGRESS.pack(tick), PROGRESS_KEY, None, on_delivery, part.partition
+        )
 
     def _progress_outcome(
         self, part: PartitionState, err: RdKafkaError | None, msg: Message | None
@@ -187,9 +196,15 @@ class Changelog:
             self._note_acked(part, msg)
 
     def send_value(
-        self, part: PartitionState, topic: str, key: bytes, value: bytes, gate: Gate,
-        fails: int = 0, position: int = -1,
-    ) -> bool:  # fmt: skip
+        self,
+        part: PartitionState,
+        topic: str,
+        key: bytes,
+        value: bytes,
+        gate: Gate,
+        fails: int = 0,
+        position: int = -1,
+    ) -> bool:
         """Write one value (rule 4: retried with backoff while ``part`` is ours); its
         ack resolves one of ``gate``. ``position``: its record's, until the ack."""
         if part.closed:
@@ -232,8 +247,13 @@ class Changelog:
             return
         self._send_tombstone(part, self.topics.topic_for(part.topic), key, rec.id, 0)
 
-    def moved(self, part: PartitionState, old: TimerRecord, records: list[TimerRecord],
-              encoded: EncodedBatch) -> None:  # fmt: skip
+    def moved(
+        self,
+        part: PartitionState,
+        old: TimerRecord,
+        records: list[TimerRecord],
+        encoded: EncodedBatch,
+    ) -> None:
         """``records`` (a parked copy) replace ``old``. ``old``'s value never written:
         it is forgotten, the new one held under its gate (the delay-topic offset waits
         for the copy: released, it was committed past a copy only this disk held); else

@@ -58,8 +58,12 @@ def reseed(changelog: Changelog, part: PartitionState) -> None:
     chunks = list(part.store.pending_records(since=since))
     n = sum(len(pending) for pending in chunks)
     topic = changelog.topics.topic_for(part.topic)
-    log.info("%s: writing again the %d changelog values of pending messages not "
-             "acknowledged before the restart", part.name, n)  # fmt: skip
+    log.info(
+        "%s: writing again the %d changelog values of pending messages not "
+        "acknowledged before the restart",
+        part.name,
+        n,
+    )
     if not n:
         part.store.marks.pop(UNACKED_MARK, None)
         return
@@ -69,9 +73,14 @@ def reseed(changelog: Changelog, part: PartitionState) -> None:
 
 
 def _send(
-    changelog: Changelog, part: PartitionState, topic: str, chunks: list[list[Pending]],
-    gate: Gate, *, track: bool,
-) -> None:  # fmt: skip
+    changelog: Changelog,
+    part: PartitionState,
+    topic: str,
+    chunks: list[list[Pending]],
+    gate: Gate,
+    *,
+    track: bool,
+) -> None:
     for pending in chunks:
         for position, raw in pending:
             rec = decode(raw, 0, Path("<pending record>"))

@@ -73,20 +73,36 @@ def classify(record: SourceRecord, rules: HeaderRules, now_ms: int | None = None
     """
     try:
         decision = _decide(
-            record.topic, record.partition, record.offset, record.timestamp_ms,
-            record.log_append_time, record.key, record.value, record.headers, rules, now_ms,
+            record.topic,
+            record.partition,
+            record.offset,
+            record.timestamp_ms,
+            record.log_append_time,
+            record.key,
+            record.value,
+            record.headers,
+            rules,
+            now_ms,
             False,
-        )[0]  # fmt: skip
+        )[0]
         return cast("Schedule | Cancel", decision)  # not timer: never a TimerRecord
     except Rejection as rej:
         return Rejected(rej.reason, rej.detail)
 
 
 def _decide(
-    topic: str, partition: int, offset: int, timestamp_ms: int, log_append_time: bool,
-    key: bytes | None, value: bytes | None, headers: Headers, rules: HeaderRules,
-    now_ms: int | None, timer: bool,
-) -> tuple[Schedule | TimerRecord | Cancel, bool]:  # fmt: skip
+    topic: str,
+    partition: int,
+    offset: int,
+    timestamp_ms: int,
+    log_append_time: bool,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Headers,
+    rules: HeaderRules,
+    now_ms: int | None,
+    timer: bool,
+) -> tuple[Schedule | TimerRecord | Cancel, bool]:
     """classify() on a record's fields (``ingest_batch`` has no SourceRecord to build), and
     whether a schedule replaces; ``timer``: a schedule as the TimerRecord to store."""
     found = _control_values(headers)
@@ -94,7 +110,9 @@ def _decide(
     target = found.get(TARGET_TOPIC) or found.get(ETF1_TARGET_TOPIC)
     if cancel_id is not None:
         return Cancel(_checked_id(cancel_id, DELAY_CANCEL), _cancel_target(target, rules)), False
-    first, rank, recurring = "", _TIMINGS, False  # one pass over found
+    first = ""
+    rank = _TIMINGS
+    recurring = False  # one pass over found
     for name in found:
         r = _RANK.get(name, _TIMINGS)
         if r < rank:
@@ -132,15 +150,18 @@ def _decide(
     kept = _stored_headers(headers, series)
     replace = _replaces(found) and id != default_id
     if timer:  # built without the named tuples' Python-level __new__
-        return _new(TIMER, (id, due, target, to_partition, out_key, value, kept, offset,
-                            timestamp_ms)), replace  # fmt: skip
+        return _new(
+            TIMER, (id, due, target, to_partition, out_key, value, kept, offset, timestamp_ms)
+        ), replace
     return _new(Schedule, (id, due, target, to_partition, out_key, kept, replace, series)), replace
 
 
 def ingest_batch(
-    messages: Sequence[Any], rules: HeaderRules, now_ms: int,
+    messages: Sequence[Any],
+    rules: HeaderRules,
+    now_ms: int,
     stored_upto: Callable[[PartKey], int | None],
-) -> IngestPlan:  # fmt: skip
+) -> IngestPlan:
     """classify() over a consumed batch, sorted into an :class:`IngestPlan` straight from
     the librdkafka messages (no SourceRecord; schedules become TimerRecords). What
     ``stored_upto`` and the plan's fields mean: ``headers.ingest_batch``."""
@@ -167,9 +188,18 @@ def ingest_batch(
             offset, value = msg.offset(), msg.value()
             assert topic is not None and partition is not None and offset is not None
             decision, replace = _decide(
-                topic, partition, offset, ts, ts_type == _LOG_APPEND_TIME,
-                msg.key(), value, msg.headers() or [], rules, now_ms, True,
-            )  # fmt: skip
+                topic,
+                partition,
+                offset,
+                ts,
+                ts_type == _LOG_APPEND_TIME,
+                msg.key(),
+                value,
+                msg.headers() or [],
+                rules,
+                now_ms,
+                True,
+            )
         except Rejection as rej:
             decision = Rejected(rej.reason, rej.detail)
         except Exception as exc:  # a bug: keep the record, say what happened

@@ -36,8 +36,11 @@ def commit_done(
             retried.append(f"{tp.topic}/{tp.partition}@{tp.offset}")
     if retried:
         why = err.str() if err is not None else "; ".join({str(tp.error) for tp in failed})
-        log.warning("offset commit of %s refused (%s): sent again at the next flush",
-                    ", ".join(retried), why)  # fmt: skip
+        log.warning(
+            "offset commit of %s refused (%s): sent again at the next flush",
+            ", ".join(retried),
+            why,
+        )
 
 
 class CommitResults:

@@ -175,7 +175,8 @@ class Deliverer:
     ) -> None:
         """The delivery report of a first try: no Attempt is built unless it failed."""
         if err is None:
-            delivered, topic = self._tally.delivered, due.record.target_topic
+            delivered = self._tally.delivered
+            topic = due.record.target_topic
             delivered[topic] = delivered.get(topic, 0) + 1
             part.pipeline.resolve(batch)
             if self._changelog is not None:
@@ -254,12 +255,19 @@ class Deliverer:
         if attempt.dead_letter is not None:
             if err.code() in TOO_LARGE and attempt.shrink < 2:
                 attempt.shrink += 1
-                log.warning("dead-letter topic %r refused %s as too large; shrinking it",
-                            self._dlt, attempt.due.record.id)  # fmt: skip
+                log.warning(
+                    "dead-letter topic %r refused %s as too large; shrinking it",
+                    self._dlt,
+                    attempt.due.record.id,
+                )
                 self._resend(attempt)
                 return
-            log.error("dead-letter topic %r refused %s: %s; retrying later",
-                      self._dlt, attempt.due.record.id, err.str())  # fmt: skip
+            log.error(
+                "dead-letter topic %r refused %s: %s; retrying later",
+                self._dlt,
+                attempt.due.record.id,
+                err.str(),
+            )
             self._park(attempt)
             return
         verdict = judge(err, attempt, now_ms, self._settings)
@@ -285,8 +293,9 @@ class Deliverer:
         try:
             encoded = part.store.append([parked])
         except (OSError, DelayBridgeError) as exc:
-            log.warning("cannot park %s in its store (%s); retrying from memory",
-                        attempt.origin, exc)  # fmt: skip
+            log.warning(
+                "cannot park %s in its store (%s); retrying from memory", attempt.origin, exc
+            )
             self._retries.at(at_ms, partial(self._retry, attempt))
             return
         part.pipeline.resolve(attempt.batch)

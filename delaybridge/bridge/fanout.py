@@ -177,12 +177,19 @@ class FanOut:
             raise WorkerDown(f"worker {', '.join(down)} not running (being restarted); retry")
         return {i: url for i, url in urls.items() if url is not None}
 
-    def _call(self, index: str, url: str, request: Request, target: str | None = None,
-              method: str | None = None) -> Answer:  # fmt: skip
+    def _call(
+        self,
+        index: str,
+        url: str,
+        request: Request,
+        target: str | None = None,
+        method: str | None = None,
+    ) -> Answer:
         headers = {"Authorization": request.authorization} if request.authorization else {}
         try:
-            return self._ask(url, method or request.method, target or _target(request),
-                             headers, TIMEOUT_S)  # fmt: skip
+            return self._ask(
+                url, method or request.method, target or _target(request), headers, TIMEOUT_S
+            )
         except OSError as exc:
             raise WorkerDown(f"worker {index} ({url}) did not answer: {exc}") from exc
 

@@ -83,9 +83,11 @@ def classify(record: SourceRecord, rules: HeaderRules, now_ms: int | None = None
 
 
 def ingest_batch(
-    messages: Sequence[Any], rules: HeaderRules, now_ms: int,
+    messages: Sequence[Any],
+    rules: HeaderRules,
+    now_ms: int,
     stored_upto: Callable[[PartKey], int | None],
-) -> IngestPlan:  # fmt: skip
+) -> IngestPlan:
     """classify() over a consumed batch (``bridge/ingest.py``), in one pass straight from
     the librdkafka messages: every record decided exactly as classify() decides it, and
     sorted into the plan's runs (new schedules, as TimerRecords), side writes, replaces of

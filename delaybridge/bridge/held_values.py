@@ -68,7 +68,8 @@ class HeldValues:
         ``now_ms``); True when more than the limit are held in all (the caller writes
         the partition's out)."""
         held = self._by_part.setdefault(part, {})
-        low, was = min(keys)[:8], self._low.get(part)
+        low = min(keys)[:8]
+        was = self._low.get(part)
         self._low[part] = low if was is None or low < was else was
         before = len(held)
         for key, position in zip(keys, positions, strict=True):

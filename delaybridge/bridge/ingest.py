@@ -100,9 +100,11 @@ class Ingestor:
         return [TopicPartition(t, p, offset) for (t, p), offset in full.items()]
 
     def _side_writes(
-        self, part: PartitionState, writes: list[tuple[Message, Cancel | Rejected]],
+        self,
+        part: PartitionState,
+        writes: list[tuple[Message, Cancel | Rejected]],
         rewind: int | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Start a partition's side writes of the batch, up to its rewind if it has one."""
         for msg, decision in writes:
             if rewind is not None and _offset(msg) >= rewind:
@@ -125,8 +127,12 @@ class Ingestor:
         except OSError as exc:
             if exc.errno not in NO_SPACE:
                 raise
-            log.warning("%s: no room to store %d records (%s); ingest pauses until there is",
-                        part.name, len(records), exc)  # fmt: skip
+            log.warning(
+                "%s: no room to store %d records (%s); ingest pauses until there is",
+                part.name,
+                len(records),
+                exc,
+            )
             return records[0].source_offset
         part.offsets.handled(records[-1].source_offset)
         self._tally.enqueued[part.topic] += len(records)
@@ -137,9 +143,12 @@ class Ingestor:
         return None
 
     def _store_one_by_one(
-        self, part: PartitionState, records: list[TimerRecord], msgs: list[Message],
+        self,
+        part: PartitionState,
+        records: list[TimerRecord],
+        msgs: list[Message],
         replacing: set[int],
-    ) -> None:  # fmt: skip
+    ) -> None:
         """A record of the run does not fit the store: store the others, dead-letter it."""
         for rec, msg in zip(records, msgs, strict=True):
             try:
@@ -158,9 +167,12 @@ class Ingestor:
             self._publish_replaces(part, [rec], [msg], replacing)
 
     def _publish_replaces(
-        self, part: PartitionState, records: list[TimerRecord], msgs: list[Message],
+        self,
+        part: PartitionState,
+        records: list[TimerRecord],
+        msgs: list[Message],
         replacing: set[int],
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Publish the replaces of stored schedules (``replacing``: their messages' ids)."""
         if not replacing:
             return
@@ -175,9 +187,16 @@ class Ingestor:
             cancel.id, cancel.target_topic, _origin(msg), msg.timestamp()[1], replace
         )
         self._side.write(
-            SideWrite(part, _offset(msg), self._cancel_topic, cancel.id.encode(),
-                      request.encode(), [], shrinkable=False)
-        )  # fmt: skip
+            SideWrite(
+                part,
+                _offset(msg),
+                self._cancel_topic,
+                cancel.id.encode(),
+                request.encode(),
+                [],
+                shrinkable=False,
+            )
+        )
         self._tally.cancels_published += not replace
 
     def _dead_letter(self, part: PartitionState, msg: Message, rej: Rejected) -> None:
@@ -185,9 +204,10 @@ class Ingestor:
         log.info("dead-lettering %s: %s (%s)", origin, rej.reason.value, rej.detail[:200])
         headers = dead_letter_headers(_readable_headers(msg), rej.reason, rej.detail, origin)
         self._side.write(
-            SideWrite(part, _offset(msg), self._dlt, msg.key(), msg.value(), headers,
-                      shrinkable=True)
-        )  # fmt: skip
+            SideWrite(
+                part, _offset(msg), self._dlt, msg.key(), msg.value(), headers, shrinkable=True
+            )
+        )
         self._tally.dead_lettered[rej.reason] += 1
 
 

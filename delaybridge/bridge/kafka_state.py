@@ -42,11 +42,13 @@ def build(
     store_settings: StoreSettings,
 ) -> KafkaState | None:
     """The parts, or None when ``changelog.enabled`` is off."""
-    cl, group = settings.changelog, settings.kafka.group_id
+    cl = settings.changelog
+    group = settings.kafka.group_id
     if not cl.enabled:
         return None
-    changelog = Changelog(ChangelogTopics(cl, group), outbox, retries, clock,
-                          settings.delivery.max_in_flight_records)  # fmt: skip
+    changelog = Changelog(
+        ChangelogTopics(cl, group), outbox, retries, clock, settings.delivery.max_in_flight_records
+    )
 
     def reader(purpose: str) -> Restorer:
         overrides = {"group.id": f"{group}.{purpose}", **CONSUMER_SETTINGS}

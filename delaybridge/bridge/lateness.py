@@ -20,9 +20,27 @@ from prometheus_client.registry import Collector
 #: Upper bounds (seconds) of the lateness buckets: fine around one tick (default 100 ms),
 #: where the acceptance bound "tick + 50 ms" sits, coarse out to a minute.
 LATENESS_BUCKETS_S = (
-    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25,
-    0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-)  # fmt: skip
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.125,
+    0.15,
+    0.2,
+    0.25,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
 
 
 class LatenessHistogram(Collector):

@@ -58,9 +58,11 @@ class Metrics:
             "delaybridge_enqueued", "Records accepted into a store.", ["delay_topic"], registry=r
         )
         self._delivered = Counter(
-            "delaybridge_delivered", "Messages delivered (acked by the broker).",
-            ["target_topic"], registry=r,
-        )  # fmt: skip
+            "delaybridge_delivered",
+            "Messages delivered (acked by the broker).",
+            ["target_topic"],
+            registry=r,
+        )
         self._cancelled = Counter(
             "delaybridge_cancelled", "Pending messages removed by a cancel.", registry=r
         )
@@ -75,16 +77,20 @@ class Metrics:
             registry=r,
         )
         self._dead_lettered = Counter(
-            "delaybridge_dead_lettered", "Records sent to the dead-letter topic.",
-            ["reason"], registry=r,
-        )  # fmt: skip
+            "delaybridge_dead_lettered",
+            "Records sent to the dead-letter topic.",
+            ["reason"],
+            registry=r,
+        )
         self._rolled = Counter(
             "delaybridge_rolled", "Long delays re-entered into the wheel's window.", registry=r
         )
         self._retries = Counter(
-            "delaybridge_delivery_retries", "Delivery attempts retried with backoff.",
-            ["reason"], registry=r,
-        )  # fmt: skip
+            "delaybridge_delivery_retries",
+            "Delivery attempts retried with backoff.",
+            ["reason"],
+            registry=r,
+        )
         self._early = Counter(
             "delaybridge_early_deliveries",
             "Records handed out or delivered before their due time. Must stay 0; counted "
@@ -110,8 +116,9 @@ class Metrics:
             "delaybridge_store_corrupt_records",
             "Stored records that failed their CRC when read; readable=true ones are "
             "dead-lettered as store-corrupt, readable=false ones skipped (logged).",
-            ["readable"], registry=r,
-        )  # fmt: skip
+            ["readable"],
+            registry=r,
+        )
         self._txn_committed = Counter(
             "delaybridge_transactions_committed",
             "Exactly-once mode: transactions committed (one per commit interval with work).",
@@ -126,7 +133,8 @@ class Metrics:
         self._txn_aborts_in_row = Gauge(
             "delaybridge_transaction_consecutive_aborts",
             "Exactly-once mode: aborts since the last commit (alert when it keeps growing).",
-            registry=r)  # fmt: skip
+            registry=r,
+        )
         for reason in Reason:  # every code visible at 0 from the first scrape
             self._dead_lettered.labels(reason.value)
         for readable in ("true", "false"):
@@ -138,9 +146,11 @@ class Metrics:
 
         # --- gauges (set from snapshots) ---
         self._pending = Gauge(
-            "delaybridge_pending_messages", "Messages stored and not yet delivered or cancelled.",
-            ["target_topic"], registry=r,
-        )  # fmt: skip
+            "delaybridge_pending_messages",
+            "Messages stored and not yet delivered or cancelled.",
+            ["target_topic"],
+            registry=r,
+        )
         self._pending_labels: set[str] = set()
         self._wheel_read_lag = Gauge(
             "delaybridge_wheel_read_lag_seconds",
@@ -165,7 +175,8 @@ class Metrics:
             "delaybridge_replace_waits",
             "Replaces held for older copies of their id (one table per process, ~73 B "
             "each; kept the grace plus two session timeouts): grows with a bulk load of ids.",
-            registry=r)  # fmt: skip
+            registry=r,
+        )
         self._side_unacked = Gauge(
             "delaybridge_side_writes_unacked",
             "Cancels and dead letters of bad input written to Kafka and not yet acknowledged "
@@ -173,9 +184,11 @@ class Metrics:
             registry=r,
         )
         self._paused = Gauge(
-            "delaybridge_paused", "1 while an operator has paused this direction.",
-            ["direction"], registry=r,
-        )  # fmt: skip
+            "delaybridge_paused",
+            "1 while an operator has paused this direction.",
+            ["direction"],
+            registry=r,
+        )
         self._backpressure = Gauge(
             "delaybridge_backpressure_active",
             "1 while ingest is paused by flow control (resumes by itself).",

@@ -91,8 +91,12 @@ class Spawner:
             except OSError as exc:
                 if exc.errno not in NO_SPACE:
                     raise
-                log.warning("%s: no room to store %d next occurrences (%s); trying again",
-                            part.name, len(recs), exc)  # fmt: skip
+                log.warning(
+                    "%s: no room to store %d next occurrences (%s); trying again",
+                    part.name,
+                    len(recs),
+                    exc,
+                )
                 self._taken.setdefault(key, (part, []))[1].extend(recs)
 
     def _spawn(self, part: PartitionState, recs: list[TimerRecord], now_ms: int) -> None:
@@ -106,9 +110,15 @@ class Spawner:
                 for r in held.get(rec.id, ())
             ):
                 self.already_spawned += 1
-                log.info("series %r from %s%d: occurrence %d is stored already (occurrence %d "
-                         "came again after a restart)", rec.id, part.origin_prefix,
-                         rec.source_offset, k + 1, k)  # fmt: skip
+                log.info(
+                    "series %r from %s%d: occurrence %d is stored already (occurrence %d "
+                    "came again after a restart)",
+                    rec.id,
+                    part.origin_prefix,
+                    rec.source_offset,
+                    k + 1,
+                    k,
+                )
                 continue
             step = series.after(k, rec.due_ms, floor_ms)
             if step is None:
@@ -148,9 +158,13 @@ class Spawner:
                 try:
                     self._stored(part, [rec], part.store.append([rec]))
                 except (InvalidRecord, DelayTooLong) as exc:
-                    log.error("series %r from %s%d ends: its next occurrence cannot be "
-                              "stored: %s", rec.id, part.origin_prefix, rec.source_offset,
-                              exc)  # fmt: skip
+                    log.error(
+                        "series %r from %s%d ends: its next occurrence cannot be stored: %s",
+                        rec.id,
+                        part.origin_prefix,
+                        rec.source_offset,
+                        exc,
+                    )
             return
         self._stored(part, nexts, encoded)
 

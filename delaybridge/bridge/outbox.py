@@ -72,9 +72,14 @@ class Outbox:
             report = partial(_in_transaction, txns, txns.epoch, on_delivery)
         try:
             return try_produce(
-                self.producer, topic, value, key,
-                partition=partition, headers=headers, on_delivery=report,
-            )  # fmt: skip
+                self.producer,
+                topic,
+                value,
+                key,
+                partition=partition,
+                headers=headers,
+                on_delivery=report,
+            )
         except ProduceError as exc:  # refused locally: never part of the transaction
             self._refused.append((on_delivery, _error_of(exc)))
         return True

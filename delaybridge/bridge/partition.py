@@ -135,8 +135,13 @@ def open_partition(
         if not rebuildable:
             raise
         aside = path.with_name(f"{path.name}.damaged-{int(time.time())}")
-        log.error("%s-%d: store cannot be opened (%s); kept as %s, restoring from the "
-                  "changelog", topic, partition, exc, aside)  # fmt: skip
+        log.error(
+            "%s-%d: store cannot be opened (%s); kept as %s, restoring from the changelog",
+            topic,
+            partition,
+            exc,
+            aside,
+        )
         path.rename(aside)
         store = TimerStore.open(path, settings, clock)
     start = max(committed_offset, store.marks.get(RESUME_MARK, 0), 0)

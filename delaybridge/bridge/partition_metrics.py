@@ -29,40 +29,47 @@ class PartitionMetrics:
         self._consumer_lag = Gauge(
             "delaybridge_consumer_lag_messages",
             "Delay-topic high watermark minus the last offset stored.",
-            labels, registry=r,
-        )  # fmt: skip
+            labels,
+            registry=r,
+        )
         self._recovery = Gauge(
             "delaybridge_store_recovery_seconds",
             "How long opening (recovering) a store took.",
-            labels, registry=r,
-        )  # fmt: skip
+            labels,
+            registry=r,
+        )
         self._role = Gauge(
             "delaybridge_partition_role",
             "1 for each partition this replica holds, labelled with what it does with it "
             "(active, restoring, standby).",
-            [*labels, "role"], registry=r,
-        )  # fmt: skip
+            [*labels, "role"],
+            registry=r,
+        )
         self._restore_remaining = Gauge(
             "delaybridge_restore_remaining_records",
             "Changelog records a restoring partition has still to read (0 once restored).",
-            labels, registry=r,
-        )  # fmt: skip
+            labels,
+            registry=r,
+        )
         self._restored = Counter(
             "delaybridge_restored_records",
             "Changelog records read to restore a partition's store.",
-            labels, registry=r,
-        )  # fmt: skip
+            labels,
+            registry=r,
+        )
         self._standby_lag = Gauge(
             "delaybridge_standby_lag_records",
             "Changelog records a standby copy has not applied yet.",
-            labels, registry=r,
-        )  # fmt: skip
+            labels,
+            registry=r,
+        )
         self._delay_partitions = Gauge(
             "delaybridge_delay_topic_partitions",
             "Partitions of each delay topic (from metadata): compare with the active "
             "roles summed over replicas to find a partition nobody owns.",
-            ["topic"], registry=r,
-        )  # fmt: skip
+            ["topic"],
+            registry=r,
+        )
         self._roles: dict[tuple[str, str], str] = {}
 
     def set_store_bytes(self, topic: str, partition: int, n_bytes: int) -> None:
@@ -110,9 +117,12 @@ class PartitionMetrics:
         """Drop a released partition's series (a no-op for series never set)."""
         key = (topic, str(partition))
         for gauge in (
-            self._store_bytes, self._consumer_lag, self._recovery,
-            self._restore_remaining, self._standby_lag,
-        ):  # fmt: skip
+            self._store_bytes,
+            self._consumer_lag,
+            self._recovery,
+            self._restore_remaining,
+            self._standby_lag,
+        ):
             gauge.remove(*key)
         role = self._roles.pop(key, None)
         if role is not None:

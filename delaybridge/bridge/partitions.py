@@ -136,9 +136,14 @@ class Partitions:
             if self.standbys is not None:
                 self.standbys.release((tp.topic, tp.partition))  # promoted: its copy is ours
             part = open_partition(
-                self._data_dir, tp.topic, tp.partition, self._store_settings, self._clock,
-                tp.offset, rebuildable=self.restoring is not None,
-            )  # fmt: skip
+                self._data_dir,
+                tp.topic,
+                tp.partition,
+                self._store_settings,
+                self._clock,
+                tp.offset,
+                rebuildable=self.restoring is not None,
+            )
             self.by_key[part.key] = part
             self._metrics.partitions.store_recovered(part.topic, part.partition, part.recovery_s)
             if self.feed is not None:  # waits on replaces; the recent cancels apply
@@ -208,7 +213,8 @@ class Partitions:
         """The at-least-once checkpoint: changelog values out, reports served (until
         ``deadline_s`` at shutdown), then :meth:`flush_and_commit`."""
         if self.restoring is not None:  # the values held long enough; at shutdown all
-            parts, changelog = list(self.by_key.values()), self.restoring.changelog
+            parts = list(self.by_key.values())
+            changelog = self.restoring.changelog
             changelog.write_behind(parts) if deadline_s is None else changelog.write_all(parts)
         if deadline_s is None:
             self._outbox.poll(0)
@@ -255,7 +261,8 @@ class Partitions:
         ``changelog``); False when there is no space: its offset stays where the last
         flush left it, the next flush retries."""
         if self.restoring is not None and part.role is Role.ACTIVE:
-            changelog, marks = self.restoring.changelog, part.store.marks
+            changelog = self.restoring.changelog
+            marks = part.store.marks
             position = changelog.position(part)
             if position is not None and SEEDING_MARK not in marks:
                 marks[MARK] = position

@@ -121,9 +121,14 @@ def list_replica(
     examined = damaged = 0
     for part in mine:
         page = list_pending(
-            part.store, part.name, cursor.after, query.filter, query.limit,
-            budget=budget, roll_bound=bounds.get(part.name),
-        )  # fmt: skip
+            part.store,
+            part.name,
+            cursor.after,
+            query.filter,
+            query.limit,
+            budget=budget,
+            roll_bound=bounds.get(part.name),
+        )
         if page.roll_bound is not None:
             bounds[part.name] = page.roll_bound
         examined += page.examined

@@ -114,9 +114,12 @@ def list_page(
     filters = filter_fingerprint(flt)
     params = {"limit": str(limit)}
     for name, value in (
-        ("topic", flt.topic), ("due_from_ms", flt.due_from_ms), ("due_to_ms", flt.due_to_ms),
-        ("id_prefix", flt.id_prefix), ("cursor", cursor),
-    ):  # fmt: skip
+        ("topic", flt.topic),
+        ("due_from_ms", flt.due_from_ms),
+        ("due_to_ms", flt.due_to_ms),
+        ("id_prefix", flt.id_prefix),
+        ("cursor", cursor),
+    ):
         if value is not None:
             params[name] = str(value)
     if values:
@@ -158,8 +161,10 @@ def sum_stats(answers: dict[str, dict[str, Any]]) -> dict[str, Any]:
         try:
             for topic, n in doc["by_topic"].items():
                 by_topic[topic] = by_topic.get(topic, 0) + int(n)
-            for total, part in ((minutes, doc["histogram"]["by_minute"]),
-                                (hours, doc["histogram"]["by_hour"])):  # fmt: skip
+            for total, part in (
+                (minutes, doc["histogram"]["by_minute"]),
+                (hours, doc["histogram"]["by_hour"]),
+            ):
                 total.extend([0] * (len(part) - len(total)))
                 for j, n in enumerate(part):
                     total[j] += int(n)

@@ -207,8 +207,12 @@ def _not_held(task: RestoreTask) -> list[bytes]:
     have &= maybe.keys()
     if not have:
         return list(task.values.values())
-    log.info("%s: %d changelog values read again are held already (acknowledged after the "
-             "store's last flush); not stored twice", task.part.name, len(have))  # fmt: skip
+    log.info(
+        "%s: %d changelog values read again are held already (acknowledged after the "
+        "store's last flush); not stored twice",
+        task.part.name,
+        len(have),
+    )
     return [value for key, value in task.values.items() if key not in have]
 
 
@@ -225,8 +229,12 @@ class Restorer:
         self._assign()
         log.info(
             "restoring %s from %s offsets [%d, %d): %d records",
-            task.part.name, task.topic, task.position, task.end, task.remaining,
-        )  # fmt: skip
+            task.part.name,
+            task.topic,
+            task.position,
+            task.end,
+            task.remaining,
+        )
 
     def stop(self, key: PartKey) -> None:
         """Drop a task (its partition was revoked); the store keeps what was applied."""

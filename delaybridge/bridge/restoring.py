@@ -107,9 +107,13 @@ class Restoring:
         took = time.monotonic() - task.started_s
         log.info(
             "restored %s: %d changelog records in %.2f s (%.0f/s), %d pending; resuming at %d",
-            part.name, task.restored, took, task.restored / max(took, 1e-6),
-            part.store.stats().pending, part.offsets.commit_position(),
-        )  # fmt: skip
+            part.name,
+            task.restored,
+            took,
+            task.restored / max(took, 1e-6),
+            part.store.stats().pending,
+            part.offsets.commit_position(),
+        )
         if self._consumer is None:
             return
         tp = TopicPartition(part.topic, part.partition, part.offsets.commit_position())
@@ -129,6 +133,7 @@ def set_aside(part: PartitionState) -> None:
     directory.rename(stale)
     log.warning(
         "%s: the local store is older than its changelog; kept as %s, restoring from Kafka",
-        part.name, stale,
-    )  # fmt: skip
+        part.name,
+        stale,
+    )
     part.replace_store(TimerStore.open(directory, settings, clock))

@@ -93,51 +93,90 @@ class Service:
         self.outbox = Outbox(make_producer())
         self.commits = CommitResults()  # refused offset commits are sent again (commits.py)
         self.consumer = self._clients.consumer(CONSUMER_OVERRIDES | on_error | self.commits.conf)
-        self.transactions, poisoned, guard = eos_parts(s, self.outbox, self.consumer,
-                                                       self.metrics, make_producer)  # fmt: skip
+        self.transactions, poisoned, guard = eos_parts(
+            s, self.outbox, self.consumer, self.metrics, make_producer
+        )
         self.flow = FlowControl(
-            s.store.max_pending_messages, s.max_delivery_backlog, s.store.min_free_bytes,
+            s.store.max_pending_messages,
+            s.max_delivery_backlog,
+            s.store.min_free_bytes,
             self._flow_changed,
-        )  # fmt: skip
+        )
         self.flow.attach(self.consumer)
         grace_ms = self.store_settings.cancel_grace_ms
-        feed_consumer = self._clients.consumer({"group.id": f"{s.kafka.group_id}.cancel-feed"},
-                                               group=False)  # fmt: skip
+        feed_consumer = self._clients.consumer(
+            {"group.id": f"{s.kafka.group_id}.cancel-feed"}, group=False
+        )
         keep_ms = grace_ms + 2 * s.kafka.session_timeout_ms  # bridge/cancel_feed.py says why
-        self.feed = CancelFeed(feed_consumer, s.cancel_topic, keep_ms, self.tally, s.store.data_dir,
-                               f"cancel-feed{suffix(worker)}.json", grace_ms)  # fmt: skip
+        self.feed = CancelFeed(
+            feed_consumer,
+            s.cancel_topic,
+            keep_ms,
+            self.tally,
+            s.store.data_dir,
+            f"cancel-feed{suffix(worker)}.json",
+            grace_ms,
+        )
         self.admin = self._clients.admin()
         state = kafka_state.build(
-            s, self._clients, self.outbox, self.retries, clock, self.admin, self.flow,
+            s,
+            self._clients,
+            self.outbox,
+            self.retries,
+            clock,
+            self.admin,
+            self.flow,
             self.store_settings,
-        )  # fmt: skip
+        )
         self.changelog = state.changelog if state is not None else None
         removed = self.changelog.removed_by_store if self.changelog is not None else None
         self.ledger = CancelLedger(grace_ms, self.tally, on_removed=removed)
         self.partitions = Partitions(
-            s.store.data_dir, self.store_settings, clock, self.outbox, self.metrics, self.flow,
+            s.store.data_dir,
+            self.store_settings,
+            clock,
+            self.outbox,
+            self.metrics,
+            self.flow,
             s.shutdown_grace_ms / 1000,
-        )  # fmt: skip
-        self.partitions.feed, self.commits.owned = self.feed, self.partitions.by_key
+        )
+        self.partitions.feed = self.feed
+        self.commits.owned = self.partitions.by_key
         if state is not None:
-            self.partitions.restoring, self.partitions.standbys = state.restoring, state.standbys
-        dlt, side = s.dead_letter_topic, SideWriter(self.outbox, self.retries, clock, poisoned)
+            self.partitions.restoring = state.restoring
+            self.partitions.standbys = state.standbys
+        dlt = s.dead_letter_topic
+        side = SideWriter(self.outbox, self.retries, clock, poisoned)
         self.ingestor = Ingestor(
             rules, side, dlt, s.cancel_topic, self.tally, clock, self.changelog
         )
         self.deliverer = Deliverer(
             self.outbox, s.delivery, dlt, clock, self.tally, self.retries, self.changelog, guard
         )
-        txns, changelog = self.transactions, self.changelog
-        self.exactly_once = None if txns is None or changelog is None else ExactlyOnce(
-            self.partitions, self.outbox, txns, changelog)  # fmt: skip
+        txns = self.transactions
+        changelog = self.changelog
+        self.exactly_once = (
+            None
+            if txns is None or changelog is None
+            else ExactlyOnce(self.partitions, self.outbox, txns, changelog)
+        )
         self.partitions.transaction = self.exactly_once
-        self.telemetry = Telemetry(self.metrics, self.tally, self.partitions.restoring,
-                                   self.partitions.standbys, self.feed.waits)  # fmt: skip
+        self.telemetry = Telemetry(
+            self.metrics,
+            self.tally,
+            self.partitions.restoring,
+            self.partitions.standbys,
+            self.feed.waits,
+        )
         self.control = AdminControl(
-            s.kafka.group_id, s.cancel_topic, self.partitions, self.ledger, self.outbox,
-            self.flow, clock,
-        )  # fmt: skip
+            s.kafka.group_id,
+            s.cancel_topic,
+            self.partitions,
+            self.ledger,
+            self.outbox,
+            self.flow,
+            clock,
+        )
         self._stop = threading.Event()
         self._checkpoint_ms = (
             s.delivery.transaction_interval_ms if self.exactly_once else s.store.flush_interval_ms

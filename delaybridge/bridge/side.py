@@ -111,8 +111,11 @@ class SideWriter:
             w.shrink_step += 1  # step 3
             log.warning(
                 "%r refused %s as too large (%s); writing it without its %s",
-                w.topic, w.where, err.str(), "value" if w.shrink_step == 1 else "headers",
-            )  # fmt: skip
+                w.topic,
+                w.where,
+                err.str(),
+                "value" if w.shrink_step == 1 else "headers",
+            )
             if not self._send(w):
                 self._retry(w)
             return

@@ -93,7 +93,9 @@ class GroupView:
             members.append(name)
             for tp in m.assignment.topic_partitions:
                 owners[(tp.topic, tp.partition)] = name
-        self.members, self.owners, self.fresh = sorted(members), owners, True
+        self.members = sorted(members)
+        self.owners = owners
+        self.fresh = True
         return True
 
 
@@ -120,8 +122,9 @@ class Standbys:
         self.parts: dict[PartKey, PartitionState] = {}
         self._applied_ms = clock.now_ms()
 
-    def step(self, consumer: ConsumerEdge, owned: set[PartKey], data_dir: Any,
-             max_records: int) -> None:  # fmt: skip
+    def step(
+        self, consumer: ConsumerEdge, owned: set[PartKey], data_dir: Any, max_records: int
+    ) -> None:
         """Refresh who keeps what; tail the standbys' changelogs; apply them now and then."""
         if self._view.poll():
             self._rebalance(consumer, owned, data_dir)
@@ -152,8 +155,9 @@ class Standbys:
 
     def _open(self, consumer: ConsumerEdge, key: PartKey, data_dir: Any) -> None:
         topic, partition = key
-        store = TimerStore.open(data_dir / f"{topic}-{partition}", self._store_settings,
-                                self._clock)  # fmt: skip
+        store = TimerStore.open(
+            data_dir / f"{topic}-{partition}", self._store_settings, self._clock
+        )
         part = PartitionState(topic, partition, store, OffsetTracker(0), 0.0, role=Role.STANDBY)
         changelog = self._restoring.changelog.topics.ensure(self._restoring.admin, consumer, topic)
         task = plan(part, self.restorer.consumer, changelog)
@@ -165,8 +169,7 @@ class Standbys:
         task.follow = True
         self.parts[key] = part
         self.restorer.start(task)
-        log.info("standby for %s: tailing %s from offset %d", part.name, changelog,
-                 task.position)  # fmt: skip
+        log.info("standby for %s: tailing %s from offset %d", part.name, changelog, task.position)
 
     def release(self, key: PartKey) -> None:
         """Stop keeping ``key`` (this replica owns it now, or another keeps it)."""

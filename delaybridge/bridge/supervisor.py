@@ -134,8 +134,14 @@ class Supervisor:
                 slot.restart_at_s = now + slot.backoff_s
                 slot.restarts += 1
                 self._metrics.restarts.labels(str(slot.index)).inc()
-                log.error("worker %d (pid %d) ended with %s after %.1f s; restarting in %.1f s",
-                          slot.index, proc.pid, _exit(code), lived, slot.backoff_s)  # fmt: skip
+                log.error(
+                    "worker %d (pid %d) ended with %s after %.1f s; restarting in %.1f s",
+                    slot.index,
+                    proc.pid,
+                    _exit(code),
+                    lived,
+                    slot.backoff_s,
+                )
             if slot.restart_at_s is not None and now >= slot.restart_at_s:
                 self._start(slot)
 
@@ -163,8 +169,11 @@ class Supervisor:
             try:
                 code = proc.wait(timeout=max(0.0, deadline - self._clock()))
             except Exception:  # subprocess.TimeoutExpired
-                log.error("worker %d (pid %d) still running after the grace: killing it",
-                          slot.index, proc.pid)  # fmt: skip
+                log.error(
+                    "worker %d (pid %d) still running after the grace: killing it",
+                    slot.index,
+                    proc.pid,
+                )
                 proc.kill()
                 code = proc.wait()
             worst = worst or code
@@ -180,8 +189,12 @@ class Supervisor:
         slot.restart_at_s = None
         log.info("worker %d started: pid %d", slot.index, proc.pid)
         if proc.stdout is not None:
-            pump = threading.Thread(target=self._pump, args=(slot, proc), daemon=True,
-                                    name=f"delaybridge-worker-{slot.index}-out")  # fmt: skip
+            pump = threading.Thread(
+                target=self._pump,
+                args=(slot, proc),
+                daemon=True,
+                name=f"delaybridge-worker-{slot.index}-out",
+            )
             self._pumps = [p for p in self._pumps if p.is_alive()] + [pump]
             pump.start()
 

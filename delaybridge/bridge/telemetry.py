@@ -91,7 +91,8 @@ class Telemetry:
                 part.rolled_seen = stats.rolled_total
             corrupt = (stats.corrupt_records_total, stats.unreadable_records_total)
             if corrupt != part.corrupt_seen:
-                (c0, u0), (c1, u1) = part.corrupt_seen, corrupt
+                (c0, u0) = part.corrupt_seen
+                (c1, u1) = corrupt
                 m.store_corrupt(max(0, (c1 - u1) - (c0 - u0)), max(0, u1 - u0))
                 part.corrupt_seen = corrupt
             try:

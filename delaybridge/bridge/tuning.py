@@ -40,8 +40,9 @@ def producer_overrides(settings: Settings) -> dict[str, Any]:
     eos: dict[str, Any] = {}
     if d.exactly_once:
         k = settings.kafka
-        tid = transactional_id(d.transactional_id, k.group_id, k.instance_id,
-                               settings.store.data_dir)  # fmt: skip
+        tid = transactional_id(
+            d.transactional_id, k.group_id, k.instance_id, settings.store.data_dir
+        )
         eos = {
             "transactional.id": tid,
             "transaction.timeout.ms": d.transaction_timeout_ms,

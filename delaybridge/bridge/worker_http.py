@@ -37,8 +37,9 @@ Ask = Callable[[str, str, str, Mapping[str, str], float], Answer]
 raises OSError when the worker cannot be reached."""
 
 
-def http_ask(url: str, method: str, target: str, headers: Mapping[str, str],
-             timeout: float) -> Answer:  # fmt: skip
+def http_ask(
+    url: str, method: str, target: str, headers: Mapping[str, str], timeout: float
+) -> Answer:
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
     try:
@@ -82,10 +83,14 @@ def merge_pending(docs: dict[str, dict[str, Any]], start: int) -> dict[str, Any]
         "pending": total["pending"],
         "by_topic": total["by_topic"],
         "stores": [s for d in docs.values() for s in d.get("stores", [])],
-        "histogram": {"start_ms": start, "by_minute": total["by_minute"],
-                      "by_hour": total["by_hour"], "edge_ms": edge},
+        "histogram": {
+            "start_ms": start,
+            "by_minute": total["by_minute"],
+            "by_hour": total["by_hour"],
+            "edge_ms": edge,
+        },
         "workers": total["replicas"],
-    }  # fmt: skip
+    }
 
 
 def merge_stats(docs: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -74,7 +74,8 @@ def suffix(index: int) -> str:
 
 def worker_settings(settings: Settings, index: int) -> Settings:
     """The settings worker ``index`` runs with (see the module docstring)."""
-    kafka, delivery = settings.kafka, settings.delivery
+    kafka = settings.kafka
+    delivery = settings.delivery
     tid = delivery.transactional_id
     if delivery.exactly_once and index > 0:
         base = transactional_id(tid, kafka.group_id, kafka.instance_id, settings.store.data_dir)

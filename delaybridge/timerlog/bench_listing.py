@@ -123,9 +123,15 @@ def run_listing(
             histogram(store, clock.now_ms())
             samples.append((time.perf_counter() - h0) * 1000)
         result.timings.append(
-            Timing("stats: wheel histogram", round(statistics.median(samples), 2),
-                   round(max(samples), 2), 0, store.wheel.n_slots, False)
-        )  # fmt: skip
+            Timing(
+                "stats: wheel histogram",
+                round(statistics.median(samples), 2),
+                round(max(samples), 2),
+                0,
+                store.wheel.n_slots,
+                False,
+            )
+        )
         result.calibration_s = round(calibrate()[0], 2)
         return result
     finally:

@@ -127,9 +127,14 @@ class CancelBook:
 
     def wait(self, cancel: Cancel, expires_ms: int, matched: bool) -> None:
         item = codec.Waiting(
-            expires_ms, cancel.id, cancel.target_topic, cancel.sent_ms, cancel.offset, matched,
+            expires_ms,
+            cancel.id,
+            cancel.target_topic,
+            cancel.sent_ms,
+            cancel.offset,
+            matched,
             cancel.replace,
-        )  # fmt: skip
+        )
         self._track(WaitingCancel(cancel, expires_ms, self._add(item), matched))
 
     def _track(self, w: WaitingCancel) -> None:
@@ -260,8 +265,12 @@ class CancelBook:
             raise
         fsync_dir(self.directory)
         self._old = (self._fd, self._path(self.generation))
-        self._fd, self.generation, self.end, self.waiting = fd, new_gen, pos, {}
-        self._expiry, self._count = [], 0
+        self._fd = fd
+        self.generation = new_gen
+        self.end = pos
+        self.waiting = {}
+        self._expiry = []
+        self._count = 0
         for ws in waiting.values():
             for w in ws:
                 self._track(w)

@@ -41,10 +41,12 @@ def register(commands: Any, bench: Any) -> None:
     )
     store.add_argument("--json", type=Path, default=Path("bench-results/store.json"))
     store.add_argument(
-        "--hot-path", default="", metavar="compiled,pure",
+        "--hot-path",
+        default="",
+        metavar="compiled,pure",
         help="run each size once per hot path listed, in this order, in this process "
         "(default: the one delaybridge/hotpath.py chose)",
-    )  # fmt: skip
+    )
     store.add_argument(
         "--work-dir",
         type=Path,
@@ -180,8 +182,14 @@ def _bench_listing(args: argparse.Namespace) -> int:
     for c in ("case", "median ms", "max ms", "items", "examined", "partial"):
         table.add_column(c, justify="left" if c == "case" else "right")
     for t in r.timings:
-        table.add_row(t.case, f"{t.median_ms:.2f}", f"{t.max_ms:.2f}", str(t.items),
-                      f"{t.examined:,}", "yes" if t.partial else "")  # fmt: skip
+        table.add_row(
+            t.case,
+            f"{t.median_ms:.2f}",
+            f"{t.max_ms:.2f}",
+            str(t.items),
+            f"{t.examined:,}",
+            "yes" if t.partial else "",
+        )
     Console().print(table)
     print(f"fill {r.fill_s} s; calibration {r.calibration_s} s")
     args.json.parent.mkdir(parents=True, exist_ok=True)

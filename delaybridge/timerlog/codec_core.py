@@ -97,8 +97,11 @@ def encode_batch(records: Sequence[TimerRecord], compact: bool = True) -> Encode
     hashes: list[int] = []
     dues: list[int] = []
     topics: list[str] = []
-    push, push_size, push_hash = out.append, sizes.append, hashes.append
-    push_due, push_topic = dues.append, topics.append
+    push = out.append
+    push_size = sizes.append
+    push_hash = hashes.append
+    push_due = dues.append
+    push_topic = topics.append
     max_offset = -1
     try:  # costs nothing until it catches
         for rid, due_ms, topic, partition, key, value, headers, offset, ts in records:
@@ -189,10 +192,16 @@ def decode_many(
     """
     out: list[TimerRecord] = []
     add = out.append
-    unpack_prefix, crc32, new = PREFIX.unpack_from, zlib.crc32, _new
-    unpack_fields, unpack_compact = _unpack_fields, _unpack_compact
+    unpack_prefix = PREFIX.unpack_from
+    crc32 = zlib.crc32
+    new = _new
+    unpack_fields = _unpack_fields
+    unpack_compact = _unpack_compact
     topic_names = _topic_names
-    fs, cs, wide, short = _FIELDS_SIZE, _COMPACT_FIELDS, _WIDE, _COMPACT
+    fs = _FIELDS_SIZE
+    cs = _COMPACT_FIELDS
+    wide = _WIDE
+    short = _COMPACT
     for s, off in zip(segs, offsets, strict=True):
         mm = maps[s]
         try:
@@ -202,8 +211,18 @@ def decode_many(
                 check(mm, off, len(mm), paths[s], off)  # raises, with the reason
             kind = body[0]
             if kind == short:
-                (_, flags, id_len, topic_len, n_headers, key_len, partition, delay,
-                 due_ms, source_offset) = unpack_compact(body)  # fmt: skip
+                (
+                    _,
+                    flags,
+                    id_len,
+                    topic_len,
+                    n_headers,
+                    key_len,
+                    partition,
+                    delay,
+                    due_ms,
+                    source_offset,
+                ) = unpack_compact(body)
                 o = cs + id_len
                 rid = body[cs:o].decode()
                 e = o + topic_len
@@ -221,8 +240,18 @@ def decode_many(
             elif kind != wide:
                 raise IntegrityError(f"{paths[s]}: offset {off}: unknown record type {kind}")
             else:
-                (_, id_len, topic_len, n_headers, due_ms, source_offset, source_ts,
-                 partition, key_len, value_len) = unpack_fields(body)  # fmt: skip
+                (
+                    _,
+                    id_len,
+                    topic_len,
+                    n_headers,
+                    due_ms,
+                    source_offset,
+                    source_ts,
+                    partition,
+                    key_len,
+                    value_len,
+                ) = unpack_fields(body)
                 o = fs + id_len
                 rid = body[fs:o].decode()
                 e = o + topic_len

@@ -48,8 +48,11 @@ class Flusher:
         disk, not a new store's first)."""
         self.store = store
         self.directory = store.directory
-        self.commit_log, self.timer = store.commit_log, store.timer
-        self.wheel, self.cancels, self.reader = store.wheel, store.cancels, store.reader
+        self.commit_log = store.commit_log
+        self.timer = store.timer
+        self.wheel = store.wheel
+        self.cancels = store.cancels
+        self.reader = store.reader
         self._saved = opened if loaded else None
         self.live_start = opened.live_start
         """Timer-log index before which nothing is pending (older segments deletable)."""

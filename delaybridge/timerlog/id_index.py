@@ -78,8 +78,11 @@ class IdIndex:
                 continue  # not a name this index writes: left alone
             base = int(path.stem)
             seg = segments.get(base)
-            f = None if seg is None else IndexFile.adopt(path, base, self.run_entries,
-                                                         self._slots(seg))  # fmt: skip
+            f = (
+                None
+                if seg is None
+                else IndexFile.adopt(path, base, self.run_entries, self._slots(seg))
+            )
             if f is None:
                 path.unlink()
             else:
@@ -128,8 +131,9 @@ class IdIndex:
     def _column(self, seg: Segment, first: int, count: int) -> U32:
         """The ``id_hash`` of entries ``first``.. (a contiguous copy)."""
         off = seg.offset(first * ENTRY)  # id_hash is the second u32 of both entry formats
-        dtype = np.dtype({"names": ["id_hash"], "formats": ["<u4"], "offsets": [4],
-                          "itemsize": seg.entry_size})  # fmt: skip
+        dtype = np.dtype(
+            {"names": ["id_hash"], "formats": ["<u4"], "offsets": [4], "itemsize": seg.entry_size}
+        )
         return np.ascontiguousarray(np.frombuffer(seg.map(), dtype, count, off)["id_hash"])
 
     def _add(self, first: int, base: int, count: int) -> None:
@@ -160,8 +164,12 @@ class IdIndex:
             try:
                 self._file(seg).write((first - base) // self.run_entries, first, hashes, rows)
             except OSError as exc:
-                log.warning("%s: id index run at entry %d kept in memory: %s",
-                            self.log.directory, first, exc)  # fmt: skip
+                log.warning(
+                    "%s: id index run at entry %d kept in memory: %s",
+                    self.log.directory,
+                    first,
+                    exc,
+                )
                 return
             del self.held[first]
 

@@ -56,8 +56,9 @@ class IndexFile:
         self.base = base
         self.run_entries = run_entries
         self.slots = slots
-        self.mm = mmap.mmap(fd, HEADER_SIZE + slots * slot_bytes(run_entries), mmap.MAP_SHARED,
-                            mmap.PROT_READ)  # fmt: skip
+        self.mm = mmap.mmap(
+            fd, HEADER_SIZE + slots * slot_bytes(run_entries), mmap.MAP_SHARED, mmap.PROT_READ
+        )
 
     @staticmethod
     def size(run_entries: int, slots: int) -> int:
@@ -85,8 +86,10 @@ class IndexFile:
         try:
             header = FileHeader.decode(os.pread(fd, HEADER_SIZE, 0), path, FileKind.TIMER_INDEX)
             fits = (header.base, header.stamp, header.entry_size) == (
-                base, run_entries, ENTRY_BYTES,
-            ) and os.fstat(fd).st_size == cls.size(run_entries, slots)  # fmt: skip
+                base,
+                run_entries,
+                ENTRY_BYTES,
+            ) and os.fstat(fd).st_size == cls.size(run_entries, slots)
             if fits:
                 return cls(path, fd, base, run_entries, slots)
         except (IntegrityError, OSError):

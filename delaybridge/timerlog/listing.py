@@ -229,9 +229,12 @@ class _Walk:
         segs = (np.searchsorted(bases, pos, side="right") - 1).tolist()
         offsets = (pos - bases[segs] + HEADER_SIZE + _BODY).tolist()
         maps = [s.map() for s in log.segments]
-        unpack, fixed = _FIELDS.unpack_from, commit_codec.FIXED_SIZE - _BODY
-        unpack_compact, short = _COMPACT.unpack_from, int(commit_codec.RecordType.COMPACT)
-        topic, prefix = self.topic, self.prefix
+        unpack = _FIELDS.unpack_from
+        fixed = commit_codec.FIXED_SIZE - _BODY
+        unpack_compact = _COMPACT.unpack_from
+        short = int(commit_codec.RecordType.COMPACT)
+        topic = self.topic
+        prefix = self.prefix
         lo = -(1 << 63) if self.due_from is None else self.due_from
         hi = (1 << 63) if self.due_to is None else self.due_to
         out = []

@@ -77,7 +77,9 @@ class IdMatcher:
     def share(self, waits: ReplaceWaits, own: Origin, now_ms: int) -> None:
         """Replaces wait in the process's ``waits`` (:mod:`replace_waits`), which the
         caller fills, not in the cancel book; ``own``: this store's delay partition."""
-        self.shared, self.own, self.opened_ms = waits, own, now_ms
+        self.shared = waits
+        self.own = own
+        self.opened_ms = now_ms
         waits.attach(now_ms)
 
     def watching(self) -> bool:

@@ -112,15 +112,35 @@ def salvage(
     try:
         compact = body[0] == codec.RecordType.COMPACT
         if compact:
-            (_, flags, id_len, topic_len, n_headers, key_len, _partition, delay, due,
-             source_offset) = codec.COMPACT.unpack_from(body)  # fmt: skip
+            (
+                _,
+                flags,
+                id_len,
+                topic_len,
+                n_headers,
+                key_len,
+                _partition,
+                delay,
+                due,
+                source_offset,
+            ) = codec.COMPACT.unpack_from(body)
             source_ts = due - delay
             key_len = -1 if flags & codec.NULL_KEY else key_len
             value_len = 0  # the rest of the record, after the headers
             o = codec.COMPACT.size
         else:
-            (_, id_len, topic_len, n_headers, _due, source_offset, source_ts,
-             _partition, key_len, value_len) = codec.FIELDS.unpack_from(body)  # fmt: skip
+            (
+                _,
+                id_len,
+                topic_len,
+                n_headers,
+                _due,
+                source_offset,
+                source_ts,
+                _partition,
+                key_len,
+                value_len,
+            ) = codec.FIELDS.unpack_from(body)
             o = codec.FIELDS.size
         if o + id_len + topic_len > len(body) or id_len == 0 or source_offset < 0:
             return None

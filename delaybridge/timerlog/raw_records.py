@@ -43,7 +43,9 @@ def batch_of_raw(raws: Sequence[bytes], where: str, skip: int = 0) -> EncodedBat
     dues: list[int] = []
     topics: list[str] = []
     max_offset = -1
-    unpack_prefix, unpack_fields, crc32 = PREFIX.unpack_from, FIELDS.unpack_from, zlib.crc32
+    unpack_prefix = PREFIX.unpack_from
+    unpack_fields = FIELDS.unpack_from
+    crc32 = zlib.crc32
     unpack_compact = COMPACT.unpack_from
     names: dict[bytes, str] = {}
     for i, data in enumerate(raws):
@@ -52,8 +54,9 @@ def batch_of_raw(raws: Sequence[bytes], where: str, skip: int = 0) -> EncodedBat
             raise IntegrityError(f"{where}: record {i}: bad length {length}")
         kind = data[skip + 8]
         if kind == _COMPACT:
-            (_, _f, id_len, topic_len, _n, _k, _p, _delay, due_ms,
-             source_offset) = unpack_compact(data, skip + 8)  # fmt: skip
+            (_, _f, id_len, topic_len, _n, _k, _p, _delay, due_ms, source_offset) = unpack_compact(
+                data, skip + 8
+            )
             o = skip + COMPACT_SIZE
         elif kind == _WIDE and length >= FIXED_SIZE:
             _, id_len, topic_len, _n, due_ms, source_offset, *_ = unpack_fields(data, skip + 8)

@@ -61,9 +61,16 @@ class Reader:
     """Hands out due messages in order and tracks what is done."""
 
     def __init__(
-        self, timer: TimerLog, commit_log: CommitLog, wheel: TimingWheel, cancels: CancelBook,
-        tick_ms: int, done: DeliveryCursor, write_rolls: RollWriter, quarantine: Quarantine,
-    ) -> None:  # fmt: skip
+        self,
+        timer: TimerLog,
+        commit_log: CommitLog,
+        wheel: TimingWheel,
+        cancels: CancelBook,
+        tick_ms: int,
+        done: DeliveryCursor,
+        write_rolls: RollWriter,
+        quarantine: Quarantine,
+    ) -> None:
         self.timer = timer
         self.commit_log = commit_log
         self.wheel = wheel
@@ -150,7 +157,10 @@ class Reader:
                 and ticks[-1] <= tick_limit
                 and (not applied or applied.keys().isdisjoint(idx))
             ):
-                take, q, skipped, rolls = slice(p, stop), stop - p, [], None  # all deliverable
+                take = slice(p, stop)
+                q = stop - p
+                skipped = []
+                rolls = None  # all deliverable
             else:
                 busy = bool(out or self.inflight)
                 take, q, skipped, rolls = passes.sort_out(
@@ -207,11 +217,17 @@ class Reader:
         except OSError as exc:
             if not is_no_space(exc):
                 raise
-            self._w, self._pos, self.done = w, p, done
+            self._w = w
+            self._pos = p
+            self.done = done
             self._roll_retry_ms = now_ms + ROLL_RETRY_MS
-            log.warning("%s: no room to roll %d messages forward (%s); delivery waits, "
-                        "retrying in %d ms", self.timer.log.directory.parent, len(rolls.indexes),
-                        exc, ROLL_RETRY_MS)  # fmt: skip
+            log.warning(
+                "%s: no room to roll %d messages forward (%s); delivery waits, retrying in %d ms",
+                self.timer.log.directory.parent,
+                len(rolls.indexes),
+                exc,
+                ROLL_RETRY_MS,
+            )
             return None
         cursor = DeliveryCursor(rolls.tick_ms, rolls.last_ordinal)
         quarantined = (self.quarantine.damaged(pos, rolls.tick_ms, why) for pos, why in bad)

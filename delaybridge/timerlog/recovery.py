@@ -147,8 +147,10 @@ def _recover(
             log.warning(
                 "%s: its slots count %d entries after the delivery cursor, the timer log "
                 "%d: rebuilding it from the timer log",
-                wheel.path, wheel.live_count(ckpt.done_tick_ms), ahead,
-            )  # fmt: skip
+                wheel.path,
+                wheel.live_count(ckpt.done_tick_ms),
+                ahead,
+            )
             trust = False
             wheel.clear()
             _check_entries(timer, commit_log, ckpt, wheel)

@@ -62,8 +62,9 @@ class Wait:
     read_ms: int
 
 
-def store_view(sent_ms: int, origin: Origin | None, offset: int | None, own: Origin
-               ) -> tuple[int, int | None]:  # fmt: skip
+def store_view(
+    sent_ms: int, origin: Origin | None, offset: int | None, own: Origin
+) -> tuple[int, int | None]:
     """The replace's (sent_ms, offset) as the store of partition ``own`` applies it: in
     its own partition with its offset (a tie goes by offset); on a tie across partitions
     it wins only against a smaller ``(topic, partition)`` than its origin, so that of two
@@ -78,8 +79,19 @@ def store_view(sent_ms: int, origin: Origin | None, offset: int | None, own: Ori
 class _Sealed:
     """A full chunk: its rows' columns, in the order they were read."""
 
-    __slots__ = ("id_at", "id_len", "ids", "max_read", "offset", "origin", "read",
-                 "replayed", "sent", "seq", "topic")  # fmt: skip
+    __slots__ = (
+        "id_at",
+        "id_len",
+        "ids",
+        "max_read",
+        "offset",
+        "origin",
+        "read",
+        "replayed",
+        "sent",
+        "seq",
+        "topic",
+    )
 
     def __init__(self, rows: list[Row], seq: int) -> None:
         cols = list(zip(*rows, strict=True))
@@ -132,16 +144,31 @@ class ReplaceWaits:
         self._pins = [p for p in self._pins if p[1] > opened_ms]
         self._pins.append((opened_ms - self.keep_ms, opened_ms + self.grace_ms))
 
-    def add(self, id: str, topic: str, sent_ms: int, origin: Origin | None,
-            offset: int | None, read_ms: int, replayed: bool = False) -> None:  # fmt: skip
+    def add(
+        self,
+        id: str,
+        topic: str,
+        sent_ms: int,
+        origin: Origin | None,
+        offset: int | None,
+        read_ms: int,
+        replayed: bool = False,
+    ) -> None:
         """A replace read from the cancel topic at ``read_ms``; ``replayed``: read again
         after a restart (it waits, but is not applied to stores opened later:
         :meth:`recent`)."""
         idb = id.encode()
         h = zlib.crc32(idb)
-        row = (h, read_ms, sent_ms, -1 if offset is None else offset,
-               -1 if origin is None else self._intern(self._origins, self._partitions, origin),
-               self._intern(self._topics, self._names, topic), idb, replayed)  # fmt: skip
+        row = (
+            h,
+            read_ms,
+            sent_ms,
+            -1 if offset is None else offset,
+            -1 if origin is None else self._intern(self._origins, self._partitions, origin),
+            self._intern(self._topics, self._names, topic),
+            idb,
+            replayed,
+        )
         self._open.setdefault(h, []).append(row)
         self._open_rows.append(row)
         self._open_max_read = max(self._open_max_read, read_ms)
@@ -163,7 +190,9 @@ class ReplaceWaits:
         self._ref = np.insert(
             self._ref, at, (np.uint64(seq) << np.uint64(32)) | order.astype(np.uint64)
         )
-        self._open, self._open_rows, self._open_max_read = {}, [], 0
+        self._open = {}
+        self._open_rows = []
+        self._open_max_read = 0
 
     @staticmethod
     def _intern(index: dict[K, int], names: list[K], key: K) -> int:
@@ -185,7 +214,9 @@ class ReplaceWaits:
             keep = self._ref >= (np.uint64(first) << np.uint64(32))
             self._hash, self._ref = self._hash[keep], self._ref[keep]
         if self._open_rows and not self._sealed and self._done(self._open_max_read, now_ms):
-            self._open, self._open_rows, self._open_max_read = {}, [], 0
+            self._open = {}
+            self._open_rows = []
+            self._open_max_read = 0
 
     def _done(self, max_read: int, now_ms: int) -> bool:
         if max_read + self.keep_ms > now_ms:
@@ -197,8 +228,9 @@ class ReplaceWaits:
             read_ms >= opened_ms - self.keep_ms and now_ms < max(read_ms, opened_ms) + self.grace_ms
         )
 
-    def lookup(self, hashes: npt.NDArray[np.uint32], now_ms: int, opened_ms: int
-               ) -> dict[int, list[Wait]]:  # fmt: skip
+    def lookup(
+        self, hashes: npt.NDArray[np.uint32], now_ms: int, opened_ms: int
+    ) -> dict[int, list[Wait]]:
         """Rows whose id hash is one of ``hashes`` (an appended batch's) and that still
         wait in a store opened at ``opened_ms``: batch index -> rows (not yet confirmed
         on the id: ``Cancel.applies_to`` does that)."""
@@ -237,13 +269,26 @@ class ReplaceWaits:
 
     def _wait(self, row: Row) -> Wait:
         _, read, sent, offset, origin, topic, idb, _ = row
-        return Wait(idb.decode(), self._names[topic], sent,
-                    self._partitions[origin] if origin >= 0 else None,
-                    offset if offset >= 0 else None, read)  # fmt: skip
+        return Wait(
+            idb.decode(),
+            self._names[topic],
+            sent,
+            self._partitions[origin] if origin >= 0 else None,
+            offset if offset >= 0 else None,
+            read,
+        )
 
     def _sealed_wait(self, ch: _Sealed, r: int) -> Wait:
         at = int(ch.id_at[r])
         idb = ch.ids[at : at + int(ch.id_len[r])]
-        row = (0, int(ch.read[r]), int(ch.sent[r]), int(ch.offset[r]), int(ch.origin[r]),
-               int(ch.topic[r]), idb, bool(ch.replayed[r]))  # fmt: skip
+        row = (
+            0,
+            int(ch.read[r]),
+            int(ch.sent[r]),
+            int(ch.offset[r]),
+            int(ch.origin[r]),
+            int(ch.topic[r]),
+            idb,
+            bool(ch.replayed[r]),
+        )
         return self._wait(row)

@@ -59,8 +59,9 @@ class Rescued(NamedTuple):
 def rescue(directory: Path, settings: StoreSettings) -> Rescued | None:
     """A checkpoint for the segments in ``directory``; None if there are none."""
     timers = _segments(directory / "timerlog", "tlog", FileKind.TIMER_LOG)
-    commits = [(h.base, p) for h, p in _segments(directory / "commitlog", "clog",
-                                                  FileKind.COMMIT_LOG)]  # fmt: skip
+    commits = [
+        (h.base, p) for h, p in _segments(directory / "commitlog", "clog", FileKind.COMMIT_LOG)
+    ]
     if not timers:
         return None
     entries, first = _entries(timers)
@@ -82,9 +83,12 @@ def rescue(directory: Path, settings: StoreSettings) -> Rescued | None:
     log.error(
         "%s: no usable checkpoint; recovered %d timer-log entries (%d pending) and "
         "commit log up to %d from the segments. Deliveries due since %d may repeat.",
-        directory, ckpt.timer_end - ckpt.live_start, sum(ckpt.pending_by_topic.values()),
-        ckpt.commit_end, ckpt.done_tick_ms,
-    )  # fmt: skip
+        directory,
+        ckpt.timer_end - ckpt.live_start,
+        sum(ckpt.pending_by_topic.values()),
+        ckpt.commit_end,
+        ckpt.done_tick_ms,
+    )
     return found
 
 
@@ -113,8 +117,9 @@ def _entries(timers: list[tuple[FileHeader, Path]]) -> tuple[timer_codec.Entries
             raise IntegrityError(f"{path}: offset 0: segment starts at {base}, not {expect}")
         v1 = header.version == 1
         size = ENTRY if v1 else compact_entry.ENTRY_SIZE
-        data = np.fromfile(path, timer_codec.DTYPE if v1 else compact_entry.DTYPE,
-                           offset=HEADER_SIZE)  # fmt: skip
+        data = np.fromfile(
+            path, timer_codec.DTYPE if v1 else compact_entry.DTYPE, offset=HEADER_SIZE
+        )
         last = i + 1 == len(timers)
         n = len(data) if last else (timers[i + 1][0].base - base) // ENTRY
         if n > len(data):

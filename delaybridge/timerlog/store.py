@@ -69,14 +69,25 @@ class TimerStore:
         done = DeliveryCursor(ck.done_tick_ms, ck.done_index)
         self.writer = Writer(self.commit_log, self.timer, self.wheel, settings)
         self.reader = Reader(
-            self.timer, self.commit_log, self.wheel, self.cancels, settings.tick_ms, done,
-            self._write_rolls, Quarantine(self.commit_log, self.counters),
-        )  # fmt: skip
+            self.timer,
+            self.commit_log,
+            self.wheel,
+            self.cancels,
+            settings.tick_ms,
+            done,
+            self._write_rolls,
+            Quarantine(self.commit_log, self.counters),
+        )
         self.writer.reader = self.reader
         self._matcher = IdMatcher(
-            self.timer, self.commit_log, self.reader, self.cancels, settings.cancel_grace_ms,
-            self.counters, self._pending,
-        )  # fmt: skip
+            self.timer,
+            self.commit_log,
+            self.reader,
+            self.cancels,
+            settings.cancel_grace_ms,
+            self.counters,
+            self._pending,
+        )
         self._flusher = Flusher(self, ck, opened.checkpoint_loaded, clock.now_ms())
         self._closed = False
 
@@ -272,8 +283,12 @@ class TimerStore:
         except OSError as exc:
             if not is_no_space(exc):
                 raise
-            log.warning("%s: closed without its last flush, no room (%s); it reopens at "
-                        "its last checkpoint", self.directory, exc)  # fmt: skip
+            log.warning(
+                "%s: closed without its last flush, no room (%s); it reopens at "
+                "its last checkpoint",
+                self.directory,
+                exc,
+            )
         finally:
             self._release()
 

@@ -102,9 +102,14 @@ class TimerLog:
                 )
             new = tseg.header(bases)
         raw = compact.encode(
-            entries["id_hash"], entries["prev"], slot, cl, codec.kinds_of(entries),
-            self.end, bases,
-        )  # fmt: skip
+            entries["id_hash"],
+            entries["prev"],
+            slot,
+            cl,
+            codec.kinds_of(entries),
+            self.end,
+            bases,
+        )
         return self.log.append(raw.tobytes(), size, new) // ENTRY
 
     def entry(self, index: int) -> codec.TimerEntry:
@@ -122,7 +127,9 @@ class TimerLog:
         idx: array[int] = array("q")
         cls: array[int] = array("q")
         kinds: array[int] = array("b")
-        add_idx, add_cl, add_kind = idx.append, cls.append, kinds.append
+        add_idx = idx.append
+        add_cl = cls.append
+        add_kind = kinds.append
         segs = self.log.segments
         bases = [s.base for s in segs]
         lo = hi = 0
@@ -133,7 +140,9 @@ class TimerLog:
         v1 = codec.ENTRY.unpack_from
         v2 = compact.ENTRY.unpack_from
         v2_shift = compact.TYPE_SHIFT
-        size, cl_base, wide = ENTRY, 0, True
+        size = ENTRY
+        cl_base = 0
+        wide = True
         index = last
         for i in range(count - 1, -1, -1):
             pos = index * ENTRY
@@ -149,7 +158,8 @@ class TimerLog:
                 path = segs[seg_i].path
                 size = segs[seg_i].entry_size
                 got = tseg.bases_of(segs[seg_i])
-                wide, cl_base = got is None, 0 if got is None else got.cl_base
+                wide = got is None
+                cl_base = 0 if got is None else got.cl_base
             off = HEADER_SIZE + (pos - lo) // ENTRY * size
             if wide:
                 crc, _, prev, _, word = v1(mm, off)
@@ -246,9 +256,12 @@ class TimerLog:
         entries = self._take(indexes)
         cls = codec.positions_of(entries).tolist()
         for index, h, slot_ms, cl in zip(
-            indexes.tolist(), entries["id_hash"].tolist(), entries["slot_ms"].tolist(), cls,
+            indexes.tolist(),
+            entries["id_hash"].tolist(),
+            entries["slot_ms"].tolist(),
+            cls,
             strict=True,
-        ):  # fmt: skip
+        ):
             found.setdefault(h, []).append(IdHit(index, slot_ms, cl))
         return found
 

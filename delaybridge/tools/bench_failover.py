@@ -62,8 +62,13 @@ def _one(
     replicas = [SidecarProcess(kafka, work / name, delay, **changelog) for name in ("r1", "r2")]
     try:
         due = int(time.time() * 1000) + 3_600_000
-        fill(clients, delay, n, lambda i: [("delay-target-topic", target),
-                                           ("deliver-at-ms", str(due))], console)  # fmt: skip
+        fill(
+            clients,
+            delay,
+            n,
+            lambda i: [("delay-target-topic", target), ("deliver-at-ms", str(due))],
+            console,
+        )
         owner, survivor = _owners(replicas, delay)
         with console.status("waiting for every message to be stored and in the changelog"):
             owner.wait_for(lambda: _settled(replicas, n), 600, "every message stored")

@@ -127,7 +127,9 @@ def _ops(
     for size in enc.sizes:
         offsets.append(o)
         o += size
-    maps, paths, segs = (raw,), (Path("bench"),), [0] * len(offsets)
+    maps = (raw,)
+    paths = (Path("bench"),)
+    segs = [0] * len(offsets)
     return {
         "classify": lambda: [classify(s, rules, TS) for s in sources],
         "encode": lambda: [encode(b) for b in batches],

@@ -36,26 +36,33 @@ def register(commands: Any, bench: Any) -> None:
     e2e.add_argument("--tick-messages", type=int, default=1_000_000, help="records in one tick")
     e2e.add_argument("--json", type=Path, default=Path("bench-results/e2e.json"))
     e2e.add_argument(
-        "--only", choices=("throughput", "lateness", "tick", "cancels"), action="append",
-        help="measurements to run (default: throughput, lateness, tick; cancels only "
-        "when named)",
-    )  # fmt: skip
+        "--only",
+        choices=("throughput", "lateness", "tick", "cancels"),
+        action="append",
+        help="measurements to run (default: throughput, lateness, tick; cancels only when named)",
+    )
     e2e.add_argument(
-        "--cancel-pending", type=int, default=1_000_000,
+        "--cancel-pending",
+        type=int,
+        default=1_000_000,
         help="cancels: messages pending far in the future before the orders start",
-    )  # fmt: skip
+    )
     e2e.add_argument("--order-rate", type=int, default=1_000, help="cancels: orders/s")
     e2e.add_argument(
-        "--workers", type=_counts, default=(1,), metavar="N[,N...]",
+        "--workers",
+        type=_counts,
+        default=(1,),
+        metavar="N[,N...]",
         help="throughput and lateness: the sidecar's worker processes, e.g. 1,2 (each "
         "count measured in the same run; delay topics get 2 partitions per worker of the "
         "largest)",
-    )  # fmt: skip
+    )
     e2e.add_argument(
-        "--pure-python", action="store_true",
+        "--pure-python",
+        action="store_true",
         help="throughput: also run the sidecar with DELAYBRIDGE_PURE_PYTHON=1 (the "
         "compiled hot path off) in the same run",
-    )  # fmt: skip
+    )
     e2e.add_argument(
         "--exactly-once",
         action="store_true",
@@ -67,9 +74,12 @@ def register(commands: Any, bench: Any) -> None:
     hot.add_argument("--records", type=int, default=5_000, help="records per round")
     hot.add_argument("--repeat", type=int, default=40, help="rounds; the best counts")
     hot.add_argument(
-        "--package", action="append", default=[], metavar="NAME=DIR",
+        "--package",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
         help="another compiled build to compare (e.g. a Cython one), in DIR",
-    )  # fmt: skip
+    )
     hot.add_argument("--json", type=Path, default=Path("bench-results/hotpath.json"))
     hot.set_defaults(handler=_hotpath)
 
@@ -87,8 +97,11 @@ def register(commands: Any, bench: Any) -> None:
     restore.add_argument("--json", type=Path, default=Path("bench-results/restore.json"))
     restore.set_defaults(handler=_restore)
 
-    failover = bench.add_parser("failover", help="a killed owner's partition, without and "
-                                "with a warm standby: time until it delivers again")  # fmt: skip
+    failover = bench.add_parser(
+        "failover",
+        help="a killed owner's partition, without and "
+        "with a warm standby: time until it delivers again",
+    )
     failover.add_argument("--bootstrap", help="an existing broker (default: start a local one)")
     failover.add_argument("--pending", type=int, default=200_000, help="pending messages")
     failover.add_argument("--session-timeout-ms", type=int, default=6_000)

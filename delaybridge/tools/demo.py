@@ -134,8 +134,9 @@ def _with_broker(console: Console, settings: Settings, work_dir: Path, report: b
             send_cancel(settings.kafka, DELAY_TOPIC, CANCELLED)
             console.print(f"  [yellow]cancelled {CANCELLED}[/yellow]")
             again = rescheduled()
-            produce_blocking(producer, DELAY_TOPIC, b"moved", again.id.encode(),
-                             headers=list(again.headers))  # fmt: skip
+            produce_blocking(
+                producer, DELAY_TOPIC, b"moved", again.id.encode(), headers=list(again.headers)
+            )
             producer.flush(10)
             console.print(f"  [yellow]rescheduled {again.id}: {again.note}[/yellow]")
             cancelled = True

@@ -126,8 +126,9 @@ class FakeProducer:
     def begin_transaction(self) -> None:
         self.init_transactions()
 
-    def send_offsets_to_transaction(self, positions: Any, group_metadata: Any,
-                                    timeout: float = -1) -> None:  # fmt: skip
+    def send_offsets_to_transaction(
+        self, positions: Any, group_metadata: Any, timeout: float = -1
+    ) -> None:
         self.init_transactions()
 
     def commit_transaction(self, timeout: float = -1) -> None:
@@ -197,8 +198,9 @@ class FakeClients:
         self.producers.append(producer)
         return producer
 
-    def consumer(self, overrides: Mapping[str, Any] | None = None, *,
-                 group: bool = True) -> FakeConsumer:  # fmt: skip
+    def consumer(
+        self, overrides: Mapping[str, Any] | None = None, *, group: bool = True
+    ) -> FakeConsumer:
         config = dict(overrides or {})
         consumer = FakeConsumer(self.cluster, str(config.get("group.id", "delaybridge")), config)
         self.consumers.append(consumer)

@@ -43,8 +43,9 @@ class FakeConsumer:
     owned: set[tuple[str, int]] = field(default_factory=set)
     """What the group gave this member (assigned or announced in a queued event)."""
 
-    def subscribe(self, topics: list[str], on_assign: Any = None, on_revoke: Any = None,
-                  on_lost: Any = None) -> None:  # fmt: skip
+    def subscribe(
+        self, topics: list[str], on_assign: Any = None, on_revoke: Any = None, on_lost: Any = None
+    ) -> None:
         self._topics = list(topics)
         self._callbacks = {"assign": on_assign, "revoke": on_revoke, "lost": on_lost}
         self.cluster.groups.setdefault(self.group_id, []).append(self)
@@ -109,8 +110,9 @@ class FakeConsumer:
     def assignment(self) -> list[TopicPartition]:
         return [TopicPartition(t, p) for t, p in self.positions]
 
-    def committed(self, partitions: list[TopicPartition], timeout: float = -1
-                  ) -> list[TopicPartition]:  # fmt: skip
+    def committed(
+        self, partitions: list[TopicPartition], timeout: float = -1
+    ) -> list[TopicPartition]:
         return [
             TopicPartition(
                 tp.topic,
@@ -150,12 +152,14 @@ class FakeConsumer:
     def resume(self, partitions: list[TopicPartition]) -> None:
         self.paused -= {(tp.topic, tp.partition) for tp in partitions}
 
-    def get_watermark_offsets(self, partition: TopicPartition, timeout: float = -1,
-                              cached: bool = False) -> tuple[int, int]:  # fmt: skip
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float = -1, cached: bool = False
+    ) -> tuple[int, int]:
         return 0, self.cluster.end(partition.topic, partition.partition)
 
-    def offsets_for_times(self, partitions: list[TopicPartition], timeout: float = -1
-                          ) -> list[TopicPartition]:  # fmt: skip
+    def offsets_for_times(
+        self, partitions: list[TopicPartition], timeout: float = -1
+    ) -> list[TopicPartition]:
         out = []
         for tp in partitions:
             log = self.cluster.topics[tp.topic][tp.partition]
@@ -191,9 +195,10 @@ def _deal(cluster: FakeCluster, group: str) -> None:
     if not members:
         return
     every = sorted(
-        (t, p) for t in sorted({t for m in members for t in m._topics})
+        (t, p)
+        for t in sorted({t for m in members for t in m._topics})
         for p in range(len(cluster.topics.get(t, [])))
-    )  # fmt: skip
+    )
     target: dict[int, set[tuple[str, int]]] = {id(m): set() for m in members}
     for i, tp in enumerate(every):
         target[id(members[i % len(members)])].add(tp)

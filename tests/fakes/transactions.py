@@ -44,9 +44,14 @@ class TransactionalProducer(FakeProducer):
         return str(self.config["transactional.id"])
 
     def fail_commit_next(
-        self, code: int = KafkaError._TIMED_OUT, *, retriable: bool = False,
-        abortable: bool = False, fatal: bool = False, times: int = 1,
-    ) -> None:  # fmt: skip
+        self,
+        code: int = KafkaError._TIMED_OUT,
+        *,
+        retriable: bool = False,
+        abortable: bool = False,
+        fatal: bool = False,
+        times: int = 1,
+    ) -> None:
         """The next ``times`` commit_transaction() calls raise this error."""
         err = KafkaError(
             code, "injected", fatal=fatal, retriable=retriable, txn_requires_abort=abortable
@@ -67,7 +72,9 @@ class TransactionalProducer(FakeProducer):
         self._check()
         if self.txn is not None:
             raise KafkaException(KafkaError(KafkaError._STATE, "a transaction is open"))
-        self.txn, self._doomed, self._offsets = Txn(), False, {}
+        self.txn = Txn()
+        self._doomed = False
+        self._offsets = {}
 
     def send_offsets_to_transaction(
         self, positions: list[TopicPartition], group_metadata: Any, timeout: float = -1
@@ -84,13 +91,15 @@ class TransactionalProducer(FakeProducer):
         txn = self._check_open()
         self.poll(0)
         if self.queue:
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "reports outstanding",
-                                            retriable=True))  # fmt: skip
+            raise KafkaException(
+                KafkaError(KafkaError._TIMED_OUT, "reports outstanding", retriable=True)
+            )
         if self._commit_faults:
             raise KafkaException(self._commit_faults.pop(0))
         if self._doomed:
-            raise KafkaException(KafkaError(KafkaError._INCONSISTENT, "a record failed",
-                                            txn_requires_abort=True))  # fmt: skip
+            raise KafkaException(
+                KafkaError(KafkaError._INCONSISTENT, "a record failed", txn_requires_abort=True)
+            )
         txn.status = "committed"
         self.cluster.committed.update(self._offsets)
         self.txn = None
@@ -101,8 +110,9 @@ class TransactionalProducer(FakeProducer):
         while self.queue:  # purged: never written
             q = self.queue.popleft()
             if q.on_delivery is not None:
-                purged = Message(topic=q.topic, partition=q.partition, offset=-1, key=q.key,
-                                 value=q.value)  # fmt: skip
+                purged = Message(
+                    topic=q.topic, partition=q.partition, offset=-1, key=q.key, value=q.value
+                )
                 q.on_delivery(KafkaError(KafkaError._PURGE_QUEUE), purged)
         txn.status = "aborted"
         self.txn = None
@@ -122,8 +132,15 @@ class TransactionalProducer(FakeProducer):
         headers: Any = None,
     ) -> None:
         self._check_open()
-        super().produce(topic, value, key, partition, on_delivery=on_delivery,
-                        timestamp=timestamp, headers=headers)  # fmt: skip
+        super().produce(
+            topic,
+            value,
+            key,
+            partition,
+            on_delivery=on_delivery,
+            timestamp=timestamp,
+            headers=headers,
+        )
 
     def _append(self, q: _Queued, partition: int) -> int:
         return self.cluster.append(q.topic, partition, q.key, q.value, q.headers, txn=self.txn)

@@ -77,9 +77,14 @@ def test_default_values_render_a_hardened_statefulset(helm: str) -> None:
     manifests = render(helm, "--set", "config.kafka.bootstrap_servers=kafka:9092")
     kinds = sorted(m["kind"] for m in manifests)
     assert kinds == [
-        "ConfigMap", "PodDisruptionBudget", "Secret", "Service", "Service",
-        "ServiceAccount", "StatefulSet",
-    ]  # fmt: skip
+        "ConfigMap",
+        "PodDisruptionBudget",
+        "Secret",
+        "Service",
+        "Service",
+        "ServiceAccount",
+        "StatefulSet",
+    ]
     sts = one(manifests, "StatefulSet")
     spec = sts["spec"]
     pod = spec["template"]["spec"]
@@ -177,9 +182,11 @@ def test_ha_values_render_sasl_servicemonitor_and_cronjob(
 def test_servicemonitor_needs_the_crd(helm: str) -> None:
     manifests = render(
         helm,
-        "--set", "config.kafka.bootstrap_servers=kafka:9092",
-        "--set", "metrics.serviceMonitor.enabled=true",
-    )  # fmt: skip
+        "--set",
+        "config.kafka.bootstrap_servers=kafka:9092",
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+    )
     assert by_kind(manifests, "ServiceMonitor") == []
 
 
@@ -194,11 +201,15 @@ def test_dashboard_and_rules_are_off_by_default_and_need_the_crd_for_rules(helm:
 def test_dashboard_configmap_embeds_the_dashboard_file(helm: str) -> None:
     manifests = render(
         helm,
-        "--set", "config.kafka.bootstrap_servers=kafka:9092",
-        "--set", "metrics.dashboard.enabled=true",
-        "--set", "metrics.dashboard.namespace=monitoring",
-        "--set", "metrics.dashboard.annotations.grafana_folder=Kafka",
-    )  # fmt: skip
+        "--set",
+        "config.kafka.bootstrap_servers=kafka:9092",
+        "--set",
+        "metrics.dashboard.enabled=true",
+        "--set",
+        "metrics.dashboard.namespace=monitoring",
+        "--set",
+        "metrics.dashboard.annotations.grafana_folder=Kafka",
+    )
     (board,) = [m for m in by_kind(manifests, "ConfigMap") if "delaybridge.json" in m["data"]]
     assert board["metadata"]["name"] == "rel-delaybridge-dashboard"
     assert board["metadata"]["namespace"] == "monitoring"
@@ -236,11 +247,15 @@ def test_persistence_off_puts_the_stores_on_an_emptydir(helm: str) -> None:
     "changelog_off",
     [
         ("--set", "config.changelog.enabled=false"),
-        ("--set", "extraEnv[0].name=DELAYBRIDGE_CHANGELOG__ENABLED",
-         "--set-string", "extraEnv[0].value=off"),
+        (
+            "--set",
+            "extraEnv[0].name=DELAYBRIDGE_CHANGELOG__ENABLED",
+            "--set-string",
+            "extraEnv[0].value=off",
+        ),
     ],
     ids=["config", "extraEnv"],
-)  # fmt: skip
+)
 def test_emptydir_is_refused_with_the_changelog_off(
     helm: str, changelog_off: tuple[str, ...]
 ) -> None:
@@ -261,15 +276,20 @@ def test_changelog_settings_reach_the_sidecar(
     assert load_rendered_config(default, tmp_path, monkeypatch).changelog == ChangelogSettings()
     manifests = render(
         helm,
-        "-f", str(CHART / "ci" / "emptydir-values.yaml"),
-        "--set", "config.changelog.topic_template=state-{topic}",
-        "--set-json", "config.changelog.min_cleanable_dirty_ratio=0.25",
-    )  # fmt: skip
+        "-f",
+        str(CHART / "ci" / "emptydir-values.yaml"),
+        "--set",
+        "config.changelog.topic_template=state-{topic}",
+        "--set-json",
+        "config.changelog.min_cleanable_dirty_ratio=0.25",
+    )
     changelog = load_rendered_config(manifests, tmp_path, monkeypatch).changelog
     assert changelog == ChangelogSettings(
-        topic_template="state-{topic}", standby_replicas=1, restore_batch_records=20_000,
+        topic_template="state-{topic}",
+        standby_replicas=1,
+        restore_batch_records=20_000,
         min_cleanable_dirty_ratio=0.25,
-    )  # fmt: skip
+    )
     assert changelog.topic_for("delaybridge", "delay") == "state-delay"
 
 
@@ -291,8 +311,11 @@ def test_check_chart_validates_every_manifest_offline() -> None:
     schemas for the oldest supported and a current version, bad values rejected."""
     done = subprocess.run(
         [str(ROOT / "scripts" / "check-chart")],
-        capture_output=True, text=True, check=False, timeout=1200,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1200,
+    )
     assert done.returncode == 0, f"scripts/check-chart failed:\n{done.stdout}\n{done.stderr}"
     assert "all chart checks passed" in done.stderr
     assert "ServiceMonitor" in done.stderr and "CronJob" in done.stderr

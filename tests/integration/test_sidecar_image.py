@@ -74,7 +74,8 @@ def chart_pod(helm: str, *args: str) -> ChartPod:
     manifests = render(helm, *args)
     pod_spec: Manifest = one(manifests, "StatefulSet")["spec"]["template"]["spec"]
     container = pod_spec["containers"][0]
-    pod_sc, sc = pod_spec["securityContext"], container["securityContext"]
+    pod_sc = pod_spec["securityContext"]
+    sc = container["securityContext"]
     tmp = next(v for v in pod_spec["volumes"] if v["name"] == "tmp")
     size = re.fullmatch(r"(\d+)Mi", tmp["emptyDir"]["sizeLimit"])
     assert size, f"tmp emptyDir sizeLimit {tmp['emptyDir']['sizeLimit']!r} is not <n>Mi"
@@ -204,7 +205,8 @@ def test_sidecar_image_runs_like_a_chart_pod_and_delivers(
         dead_letter=kafka.create_topic("img-dlt"),
         cancels=kafka.create_topic("img-cancels"),
     )
-    port, token = free_port(), secrets.token_urlsafe(24)
+    port = free_port()
+    token = secrets.token_urlsafe(24)
     pod = chart_pod(
         helm_binary(),
         "--set",
@@ -229,7 +231,8 @@ def test_sidecar_image_runs_like_a_chart_pod_and_delivers(
 
     # The pod's volumes: the ConfigMap as a read-only directory, the store's claim as a
     # directory owned by the fsGroup (what Kubernetes' fsGroup does to a fresh volume).
-    config_dir, data_dir = tmp_path / "configmap", tmp_path / "data"
+    config_dir = tmp_path / "configmap"
+    data_dir = tmp_path / "data"
     config_dir.mkdir(mode=0o755)
     (config_dir / "config.yaml").write_text(pod.config.config_yaml)
     data_dir.mkdir(mode=0o770)

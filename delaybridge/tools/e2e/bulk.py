@@ -33,9 +33,14 @@ from delaybridge.tools.e2e.traffic import fill
 
 
 def bulk_fill(
-    console: Console, clients: KafkaClients, work: Path, n: int, mode: str, partitions: int,
+    console: Console,
+    clients: KafkaClients,
+    work: Path,
+    n: int,
+    mode: str,
+    partitions: int,
     grace_ms: int | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     stamp = time.time_ns()
     delay, target = f"bulk.delay.{stamp}", f"bulk.out.{stamp}"
     ensure_topics(clients.admin(), {delay: {}, target: {}}, partitions=partitions)
@@ -47,14 +52,23 @@ def bulk_fill(
     try:
         later = int(time.time() * 1000) + 3_600_000
         start = time.monotonic()
-        fill(clients, delay, n,
-             lambda i: [("delay-target-topic", target), ("deliver-at-ms", str(later)),
-                        ("delay-id", f"order-{i}"), ("delay-on-duplicate", mode)],
-             console)  # fmt: skip
+        fill(
+            clients,
+            delay,
+            n,
+            lambda i: [
+                ("delay-target-topic", target),
+                ("deliver-at-ms", str(later)),
+                ("delay-id", f"order-{i}"),
+                ("delay-on-duplicate", mode),
+            ],
+            console,
+        )
         produced_s = time.monotonic() - start
         side.wait_for(lambda: side.stored() >= n, 1800, f"{n} records stored")
         stored_s = time.monotonic() - start
-        rss, cpu_s = side.peak_rss_mb(), _cpu_seconds(side.proc.pid)
+        rss = side.peak_rss_mb()
+        cpu_s = _cpu_seconds(side.proc.pid)
     finally:
         side.stop()
     return {
@@ -97,8 +111,9 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="delaybridge-bulk-") as tmp:
         for mode in args.modes.split(","):
-            got = bulk_fill(console, clients, Path(tmp), args.records, mode, args.partitions,
-                            args.grace_ms)  # fmt: skip
+            got = bulk_fill(
+                console, clients, Path(tmp), args.records, mode, args.partitions, args.grace_ms
+            )
             got["sidecar_code"] = args.sidecar_pythonpath or "this checkout"
             console.print(got)
             results.append(got)

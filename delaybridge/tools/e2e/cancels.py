@@ -45,10 +45,18 @@ def cancel_heavy(
     side = SidecarProcess(clients.settings, work, delay)
     try:
         later = int(time.time() * 1000) + 3_600_000  # the backlog: due in an hour
-        fill(clients, delay, pending,
-             lambda i: [("delay-target-topic", target), ("deliver-at-ms", str(later)),
-                        ("delay-id", f"backlog-{i}"), ("delay-on-duplicate", "keep")],
-             console)  # fmt: skip
+        fill(
+            clients,
+            delay,
+            pending,
+            lambda i: [
+                ("delay-target-topic", target),
+                ("deliver-at-ms", str(later)),
+                ("delay-id", f"backlog-{i}"),
+                ("delay-on-duplicate", "keep"),
+            ],
+            console,
+        )
         with console.status(f"waiting for the sidecar to store {pending:,} records"):
             side.wait_for(lambda: side.stored() >= pending, 900, f"{pending} records stored")
         fill_peak = side.peak_anon_mb, side.peak_file_mb, side.peak_rss_mb()
@@ -108,9 +116,10 @@ def _orders(
         while i < n and start + i / rate <= now:
             id = f"order-{i}"
             headers: list[tuple[str, str | bytes | None]] = [
-                ("delay-target-topic", target), ("delay-ms", str(ORDER_DELAY_MS)),
+                ("delay-target-topic", target),
+                ("delay-ms", str(ORDER_DELAY_MS)),
                 ("delay-id", id),
-            ]  # fmt: skip
+            ]
             produce_blocking(producer, delay, VALUE, id.encode(), headers=headers)
             if (i * 7) % 10 < CANCELLED_SHARE * 10:  # 7 of every 10, spread evenly
                 due_in = (ORDER_DELAY_MS - CANCEL_BEFORE_MS) / 1000

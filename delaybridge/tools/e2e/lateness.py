@@ -132,8 +132,10 @@ def changelog_records(clients: KafkaClients, delay: str, partitions: int) -> int
         found = reader.list_topics(topic, timeout=10).topics.get(topic)
         if found is None or found.error is not None:
             return None
-        marks = [reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                 for p in range(partitions)]  # fmt: skip
+        marks = [
+            reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            for p in range(partitions)
+        ]
         return sum(high - low for low, high in marks)
     except KafkaException:
         return None

@@ -82,16 +82,37 @@ def throughput(
     console.print(f"passthrough: {ceiling}")
     first = {"workers": workers[0]}
     on = _sidecar_rate(console, clients, work / "on", delay, target, n, first, load_on, parts)
-    off = _sidecar_rate(console, clients, work / "off", delay_off, target_off, n,
-                        _NO_CHANGELOG | first, load_off, parts)  # fmt: skip
+    off = _sidecar_rate(
+        console,
+        clients,
+        work / "off",
+        delay_off,
+        target_off,
+        n,
+        _NO_CHANGELOG | first,
+        load_off,
+        parts,
+    )
     ceiling_rate = float(ceiling.get("messages_per_s", 0.0))
-    more: dict[str, Any] = {"workers": workers[0], "delay_partitions": parts,
-                            "settled_start": settle}  # fmt: skip
+    more: dict[str, Any] = {
+        "workers": workers[0],
+        "delay_partitions": parts,
+        "settled_start": settle,
+    }
     for w in workers[1:]:
         (delay_w,) = _topics(clients, "tp", f"delay-w{w}", partitions=parts)
         (target_w,) = _topics(clients, "tp", f"out-w{w}")
-        rate = _sidecar_rate(console, clients, work / f"w{w}", delay_w, target_w, n,
-                             {"workers": w}, load(delay_w, target_w), parts)  # fmt: skip
+        rate = _sidecar_rate(
+            console,
+            clients,
+            work / f"w{w}",
+            delay_w,
+            target_w,
+            n,
+            {"workers": w},
+            load(delay_w, target_w),
+            parts,
+        )
         more[f"sidecar_msgs_per_s_workers_{w}"] = round(rate["rate"])
         more[f"ratio_workers_{w}"] = round(rate["rate"] / ceiling_rate, 3) if ceiling_rate else None
         more[f"sidecar_peak_rss_mb_workers_{w}"] = round(rate["rss"], 1)
@@ -99,8 +120,17 @@ def throughput(
     if exactly_once:
         (delay_eos,) = _topics(clients, "tp", "delay-eos", partitions=parts)
         (target_eos,) = _topics(clients, "tp", "out-eos")
-        rate = _sidecar_rate(console, clients, work / "eos", delay_eos, target_eos, n,
-                             EOS | first, load(delay_eos, target_eos), parts)  # fmt: skip
+        rate = _sidecar_rate(
+            console,
+            clients,
+            work / "eos",
+            delay_eos,
+            target_eos,
+            n,
+            EOS | first,
+            load(delay_eos, target_eos),
+            parts,
+        )
         eos = {
             "exactly_once_msgs_per_s": round(rate["rate"]),
             "exactly_once_vs_at_least_once": round(rate["rate"] / on["rate"], 3)
@@ -145,8 +175,10 @@ def _sidecar_rate(
     ``load``: fills ``delay`` once every worker owns partitions, ingest paused."""
     label = {"changelog": "(changelog off) ", "delivery": "(exactly-once) "}
     workers = overrides.get("workers", 1)
-    console.print(f"sidecar {''.join(label.get(k, '') for k in overrides)}"
-                  f"({workers} worker{'s' if workers > 1 else ''}) ...")  # fmt: skip
+    console.print(
+        f"sidecar {''.join(label.get(k, '') for k in overrides)}"
+        f"({workers} worker{'s' if workers > 1 else ''}) ..."
+    )
     side = SidecarProcess(clients.settings, work, delay, **overrides)
     try:
         if load is not None:

@@ -34,9 +34,12 @@ def topics(kafka: Any) -> Topics:
 @pytest.fixture
 def live(kafka: Any, topics: Topics, tmp_path: Path) -> Iterator[tuple[InProcessSidecar, Client]]:
     settings = settings_for(
-        kafka.bootstrap_servers, topics, tmp_path / "data", f"g-{topics.delay}",
+        kafka.bootstrap_servers,
+        topics,
+        tmp_path / "data",
+        f"g-{topics.delay}",
         http={"port": 0, "admin_token": TOKEN},
-    )  # fmt: skip
+    )
     sidecar = InProcessSidecar.start(settings)
     try:
         with HttpServer(settings.http, sidecar.service.control, sidecar.service.metrics) as server:

@@ -24,10 +24,13 @@ from tests.integration.chart_config import CHART, ROOT, one, render
 DASHBOARD = CHART / "dashboards" / "delaybridge.json"
 OPERATIONS = ROOT / "docs" / "operations.md"
 RULES_ON = (
-    "--set", "config.kafka.bootstrap_servers=kafka:9092",
-    "--set", "metrics.prometheusRule.enabled=true",
-    "--api-versions", "monitoring.coreos.com/v1",
-)  # fmt: skip
+    "--set",
+    "config.kafka.bootstrap_servers=kafka:9092",
+    "--set",
+    "metrics.prometheusRule.enabled=true",
+    "--api-versions",
+    "monitoring.coreos.com/v1",
+)
 
 
 @dataclass(frozen=True)
@@ -109,9 +112,13 @@ def _without_annotations(rule: dict[str, Any]) -> dict[str, Any]:
 
 def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [tool("promtool"), *args], capture_output=True, text=True, check=False, cwd=cwd,
+        [tool("promtool"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
         timeout=120,
-    )  # fmt: skip
+    )
 
 
 def heading_anchors(markdown: Path) -> set[str]:

@@ -29,8 +29,11 @@ Validators = dict[str, jsonschema.protocols.Validator]
 def validators() -> Validators:
     done = subprocess.run(
         [str(ROOT / "scripts" / "grafana-schemas")],
-        capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert done.returncode == 0, f"scripts/grafana-schemas failed:\n{done.stderr}"
     directory = Path(done.stdout.strip())
     out: Validators = {}

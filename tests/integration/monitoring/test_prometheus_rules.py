@@ -25,11 +25,17 @@ from tests.integration.monitoring.assets import (
 
 HERE = Path(__file__).parent
 ALERTS = {
-    "DelaybridgeEarlyDelivery", "DelaybridgeLatenessHigh", "DelaybridgeConsumerLagGrowing",
-    "DelaybridgeDeadLetters", "DelaybridgeDiskFreeLow", "DelaybridgePartitionUnowned",
-    "DelaybridgeRestoreStuck", "DelaybridgeLoopStalled", "DelaybridgeTransactionsAborting",
+    "DelaybridgeEarlyDelivery",
+    "DelaybridgeLatenessHigh",
+    "DelaybridgeConsumerLagGrowing",
+    "DelaybridgeDeadLetters",
+    "DelaybridgeDiskFreeLow",
+    "DelaybridgePartitionUnowned",
+    "DelaybridgeRestoreStuck",
+    "DelaybridgeLoopStalled",
+    "DelaybridgeTransactionsAborting",
     "DelaybridgeStoreCorrupt",
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")

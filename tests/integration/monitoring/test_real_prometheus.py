@@ -51,11 +51,15 @@ JOB = "delaybridge-test"
 MESSAGES = 300
 #: Alert thresholds set so that this test's load trips them (values of the chart).
 TRIPWIRES = (
-    "--set", "metrics.prometheusRule.latenessP99Seconds=0",
-    "--set", "metrics.prometheusRule.deadLetterRatePerSecond=0",
-    "--set", "metrics.prometheusRule.diskFreeMinBytes=1000000000000000000",
-    "--set-string", f'metrics.prometheusRule.selector=job="{JOB}"',
-)  # fmt: skip
+    "--set",
+    "metrics.prometheusRule.latenessP99Seconds=0",
+    "--set",
+    "metrics.prometheusRule.deadLetterRatePerSecond=0",
+    "--set",
+    "metrics.prometheusRule.diskFreeMinBytes=1000000000000000000",
+    "--set-string",
+    f'metrics.prometheusRule.selector=job="{JOB}"',
+)
 TRIPPED = {"DelaybridgeLatenessHigh", "DelaybridgeDeadLetters", "DelaybridgeDiskFreeLow"}
 
 
@@ -98,10 +102,14 @@ def start_sidecar(
     kafka: Any, topics: Topics, data_dir: Path, port: int, standbys: int = 0
 ) -> tuple[InProcessSidecar, HttpServer]:
     settings = settings_for(
-        kafka.bootstrap_servers, topics, data_dir, f"g-{topics.delay}",
-        delivery={"missing_topic_retry_ms": 2_000}, http={"port": port},
+        kafka.bootstrap_servers,
+        topics,
+        data_dir,
+        f"g-{topics.delay}",
+        delivery={"missing_topic_retry_ms": 2_000},
+        http={"port": port},
         changelog={"standby_replicas": standbys},
-    )  # fmt: skip
+    )
     sidecar = InProcessSidecar.start(settings)
     http = HttpServer(settings.http, sidecar.service.control, sidecar.service.metrics)
     http.start()
@@ -169,18 +177,24 @@ def send_load(bootstrap: str, topics: Topics) -> None:
         ]
         producer.produce(topics.delay, b"payload", f"k{i}".encode(), headers=headers)
     producer.produce(
-        topics.delay, b"to be cancelled", b"c",
+        topics.delay,
+        b"to be cancelled",
+        b"c",
         headers=[("delay-target-topic", target), ("delay-ms", "600000"), ("delay-id", "cxl-1")],
-    )  # fmt: skip
+    )
     producer.produce(
-        topics.delay, b"stays pending", b"p",
+        topics.delay,
+        b"stays pending",
+        b"p",
         headers=[("delay-target-topic", target), ("delay-ms", "3600000"), ("delay-id", "later-1")],
-    )  # fmt: skip
+    )
     producer.produce(topics.delay, b"no target", b"bad", headers=[("delay-ms", "100")])
     producer.produce(
-        topics.delay, b"nowhere", b"missing",
+        topics.delay,
+        b"nowhere",
+        b"missing",
         headers=[("delay-target-topic", f"{target}-absent"), ("delay-ms", "100")],
-    )  # fmt: skip
+    )
     assert producer.flush(30) == 0
 
 
@@ -205,19 +219,25 @@ def test_every_dashboard_and_alert_query_runs_on_real_prometheus(
         # Counters must be scraped before the load too, or a rate sees no increase.
         wait_until(
             lambda: scraped(f'count_over_time(delaybridge_build_info{{job="{JOB}"}}[5m]) >= 2'),
-            60, "Prometheus to scrape the idle sidecar", interval_s=0.2,
-        )  # fmt: skip
+            60,
+            "Prometheus to scrape the idle sidecar",
+            interval_s=0.2,
+        )
         send_load(kafka.bootstrap_servers, topics)
         send_cancel(sidecar.service.settings.kafka, topics.delay, "cxl-1")
         watcher.until(
             lambda arrivals: len(arrivals) >= MESSAGES + 2, 60, "deliveries and dead letters"
         )
         wait_until(
-            lambda: scraped(f'sum(delaybridge_delivered_total{{job="{JOB}"}}) >= {MESSAGES}')
-            and scraped(f'sum(delaybridge_cancelled_total{{job="{JOB}"}})')
-            and scraped(f'sum(delaybridge_delivery_retries_total{{job="{JOB}"}})'),
-            60, "Prometheus to scrape the load", interval_s=0.5,
-        )  # fmt: skip
+            lambda: (
+                scraped(f'sum(delaybridge_delivered_total{{job="{JOB}"}}) >= {MESSAGES}')
+                and scraped(f'sum(delaybridge_cancelled_total{{job="{JOB}"}})')
+                and scraped(f'sum(delaybridge_delivery_retries_total{{job="{JOB}"}})')
+            ),
+            60,
+            "Prometheus to scrape the load",
+            interval_s=0.5,
+        )
     finally:
         watcher.close()
         http.stop()
@@ -231,16 +251,22 @@ def test_every_dashboard_and_alert_query_runs_on_real_prometheus(
             stack.callback(sidecar.stop)
             stack.callback(http.stop)
         wait_until(
-            lambda: scraped(
-                f'count_over_time(delaybridge_restored_records_total{{job="{JOB}"}}[5m]) >= 2'
-            )
-            and scraped(f'sum(delaybridge_pending_messages{{job="{JOB}"}})'),
-            60, "Prometheus to scrape the restore", interval_s=0.5,
-        )  # fmt: skip
+            lambda: (
+                scraped(
+                    f'count_over_time(delaybridge_restored_records_total{{job="{JOB}"}}[5m]) >= 2'
+                )
+                and scraped(f'sum(delaybridge_pending_messages{{job="{JOB}"}})')
+            ),
+            60,
+            "Prometheus to scrape the restore",
+            interval_s=0.5,
+        )
         wait_until(
             lambda: scraped(f'count(delaybridge_standby_lag_records{{job="{JOB}"}})'),
-            60, "Prometheus to scrape a standby's lag", interval_s=0.5,
-        )  # fmt: skip
+            60,
+            "Prometheus to scrape a standby's lag",
+            interval_s=0.5,
+        )
         check_queries(prometheus)
 
 

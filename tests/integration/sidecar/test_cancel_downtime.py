@@ -39,7 +39,8 @@ GRACE_MS = 2_000
 def test_a_replica_down_for_twice_the_cancel_grace_misses_no_cancel(
     kafka: Any, topics: Topics, tmp_path: Path, make_settings: Callable[..., Settings]
 ) -> None:
-    bootstrap, orders = kafka.bootstrap_servers, topics.targets[0]
+    bootstrap = kafka.bootstrap_servers
+    orders = topics.targets[0]
 
     def replica(name: str) -> SubprocessSidecar:
         settings = make_settings(
@@ -94,7 +95,8 @@ def test_a_cancel_published_while_its_partition_has_no_owner_survives_the_takeov
     """Without static membership a dead replica's partitions move to another after the
     session timeout (10 s here, five graces): a cancel published in between must still
     reach the message the new owner restores from the changelog."""
-    bootstrap, orders = kafka.bootstrap_servers, topics.targets[0]
+    bootstrap = kafka.bootstrap_servers
+    orders = topics.targets[0]
 
     def replica(name: str) -> SubprocessSidecar:
         settings = make_settings(
@@ -148,8 +150,10 @@ def _split_then_send(
     )
     mine = int(sorted(one.owned())[0].rsplit("-", 1)[1])
     theirs = int(sorted(two.owned())[0].rsplit("-", 1)[1])
-    orders, due = topics.targets[0], now_ms() + due_in_ms
+    orders = topics.targets[0]
+    due = now_ms() + due_in_ms
     for id, at in (("victim", due), ("keep", due + 1_000)):
-        send(bootstrap, topics.delay, native(orders, id, ("deliver-at-ms", str(at))),
-             partition=mine)  # fmt: skip
+        send(
+            bootstrap, topics.delay, native(orders, id, ("deliver-at-ms", str(at))), partition=mine
+        )
     return mine, theirs

@@ -51,9 +51,13 @@ def test_scale_1_3_2_then_a_replica_and_its_disk_are_lost(kafka: Any, tmp_path: 
 
     def replica(name: str) -> SubprocessSidecar:
         settings = settings_for(
-            kafka.bootstrap_servers, topics, tmp_path / name, group,
-            kafka={"instance_id": name}, shutdown_grace_ms=10_000,
-        )  # fmt: skip
+            kafka.bootstrap_servers,
+            topics,
+            tmp_path / name,
+            group,
+            kafka={"instance_id": name},
+            shutdown_grace_ms=10_000,
+        )
         return SubprocessSidecar(settings, tmp_path, name)
 
     r1, r2, r3 = replica("r1"), replica("r2"), replica("r3")
@@ -69,11 +73,17 @@ def test_scale_1_3_2_then_a_replica_and_its_disk_are_lost(kafka: Any, tmp_path: 
         r2.start()
         r3.start()  # scale 1 -> 3: moved partitions restore from the changelog
         _await(
-            lambda: all(r.owned() for r in (r1, r2, r3))
-            and r1.owned() | r2.owned() | r3.owned() == every
-            and _restored_all(r1, r2, r3),
-            120, "three replicas, every partition owned and restored", r1, r2, r3,
-        )  # fmt: skip
+            lambda: (
+                all(r.owned() for r in (r1, r2, r3))
+                and r1.owned() | r2.owned() | r3.owned() == every
+                and _restored_all(r1, r2, r3)
+            ),
+            120,
+            "three replicas, every partition owned and restored",
+            r1,
+            r2,
+            r3,
+        )
         assert r3.terminate(timeout_s=30) == 0  # scale 3 -> 2
         _await(lambda: r1.owned() | r2.owned() == every, 90, "two replicas own all", r1, r2)
 

@@ -53,7 +53,8 @@ def test_a_full_disk_pauses_ingest_keeps_delivering_and_recovers(
     settings = make_settings(
         store={"data_dir": str(small_disk), "wheel_slots": 4096, "min_free_bytes": 0}
     )
-    boot, target = kafka.bootstrap_servers, topics.targets[0]
+    boot = kafka.bootstrap_servers
+    target = topics.targets[0]
     with InProcessSidecar.start(settings) as side:
         early = native(target, "early", ("deliver-at-ms", str(now_ms() + 4_000)))
         send(boot, topics.delay, early, partition=0)

@@ -73,8 +73,9 @@ class SteadyLoad:
                     ("delay-ms", str(rng.randrange(0, 2_000))),
                     ("delay-id", f"eos-{i}"),
                 ]
-                self._producer.produce(self._topics.delay, f"v{i}".encode(), f"k{i}".encode(),
-                                       headers=headers)  # fmt: skip
+                self._producer.produce(
+                    self._topics.delay, f"v{i}".encode(), f"k{i}".encode(), headers=headers
+                )
                 self.sent += 1
             self._producer.poll(0.01)
 
@@ -150,7 +151,8 @@ def test_a_dead_letter_too_large_aborts_once_then_lands_shrunk_and_cancels_hold(
     side = SubprocessSidecar(settings, tmp_path)
     side.start()
     side.wait_log("assigned", 60)
-    bootstrap, orders = kafka.bootstrap_servers, topics.targets[0]
+    bootstrap = kafka.bootstrap_servers
+    orders = topics.targets[0]
     watcher = Watcher(bootstrap, [orders, topics.dead_letter])
     due = now_ms() + 3_000
     big = os.urandom(8_000)  # incompressible: lz4 cannot bring it under 2048 bytes

@@ -48,21 +48,28 @@ def test_cli_lists_exactly_what_is_pending_on_three_replicas(kafka: Any, tmp_pat
     replicas = []
     for name in ("r1", "r2", "r3"):
         settings = settings_for(
-            kafka.bootstrap_servers, topics, tmp_path / name, f"g-{topics.delay}",
-            kafka={"instance_id": name}, store={"wheel_slots": 6_000},  # a 10-minute window
-        )  # fmt: skip
+            kafka.bootstrap_servers,
+            topics,
+            tmp_path / name,
+            f"g-{topics.delay}",
+            kafka={"instance_id": name},
+            store={"wheel_slots": 6_000},  # a 10-minute window
+        )
         replicas.append(SubprocessSidecar(settings, tmp_path, name))
     watcher = Watcher(kafka.bootstrap_servers, topics.targets)
     try:
         for r in replicas:
             r.start()
         wait_until(
-            lambda: all(r.owned() for r in replicas)
-            and set().union(*(r.owned() for r in replicas)) == every
-            and sum(len(r.owned()) for r in replicas) == PARTITIONS,
-            120, "three replicas share the six partitions",
+            lambda: (
+                all(r.owned() for r in replicas)
+                and set().union(*(r.owned() for r in replicas)) == every
+                and sum(len(r.owned()) for r in replicas) == PARTITIONS
+            ),
+            120,
+            "three replicas share the six partitions",
             detail=lambda: "\n".join(r.tail(5) for r in replicas),
-        )  # fmt: skip
+        )
         urls = [_url(r) for r in replicas]
         t0 = now_ms()
         sent = _send(kafka.bootstrap_servers, topics, t0)
@@ -79,9 +86,10 @@ def test_cli_lists_exactly_what_is_pending_on_three_replicas(kafka: Any, tmp_pat
         wait_until(lambda: stats()["pending"] == len(expected), 60, "every message stored")
         pages = [
             json.loads(line)
-            for line in _cli(*base, "list", *for_urls, "--all", "--json", "--limit", "37")
-            .splitlines()
-        ]  # fmt: skip
+            for line in _cli(
+                *base, "list", *for_urls, "--all", "--json", "--limit", "37"
+            ).splitlines()
+        ]
         listed = [m for page in pages for m in page["messages"]]
         ids = [m["id"] for m in listed]
         assert len(ids) == len(set(ids)), "a message listed twice"

@@ -103,7 +103,9 @@ def test_good_records_mixed_with_every_poison(
     make_settings: Callable[..., Settings],
     exactly_once: bool,
 ) -> None:
-    bootstrap, delay, orders = kafka.bootstrap_servers, topics.delay, topics.targets[0]
+    bootstrap = kafka.bootstrap_servers
+    delay = topics.delay
+    orders = topics.targets[0]
     settings = make_settings(max_timestamp_skew_ms=SKEW_MS, delivery={"exactly_once": exactly_once})
     side = SubprocessSidecar(settings, tmp_path)
     side.start()
@@ -125,8 +127,11 @@ def test_good_records_mixed_with_every_poison(
 
     # A cancel with its victim first (the victim is due after everything else is sent),
     # the cancel in another partition than its message.
-    produce(b"victim", [("delay-target-topic", orders), ("delay-ms", "20000"),
-                        ("delay-id", "victim")], 0)  # fmt: skip
+    produce(
+        b"victim",
+        [("delay-target-topic", orders), ("delay-ms", "20000"), ("delay-id", "victim")],
+        0,
+    )
     kcat_produce(bootstrap, delay, b"cancel", [("delay-cancel", "victim")], partition=2)
     expected: dict[str, str] = {}
     for i, (name, (headers, reason)) in enumerate(kcat_poison(topics).items()):
@@ -144,12 +149,20 @@ def test_good_records_mixed_with_every_poison(
     ahead = {"timestamp": sent_ms + 30 * DAY_MS, "key": b"k"}
     to = ("delay-target-topic", orders)
     produce(b"ahead-soon", [to, ("delay-ms", "500"), ("delay-id", "ahead-soon")], 1, **ahead)
-    produce(b"ahead-long", [to, ("delay-sec", str(364 * 86_400)), ("delay-id", "ahead-long")],
-            1, **ahead)  # fmt: skip
+    produce(
+        b"ahead-long",
+        [to, ("delay-sec", str(364 * 86_400)), ("delay-id", "ahead-long")],
+        1,
+        **ahead,
+    )
     good.add("ahead-soon")
     # Garbage on the cancel topic: every replica reads it, none may crash on it.
-    garbage = [b'{"id":"x","target_topic":1}', b"not json", b"[1,2]",
-               b'{"id":"' + b"x" * 70_000 + b'"}']  # fmt: skip
+    garbage = [
+        b'{"id":"x","target_topic":1}',
+        b"not json",
+        b"[1,2]",
+        b'{"id":"' + b"x" * 70_000 + b'"}',
+    ]
     for value in garbage:
         kcat_produce(bootstrap, topics.cancels, value)
 
@@ -230,7 +243,8 @@ def test_a_producer_clock_30_days_ahead_under_each_timestamp_policy(
     policy: str,
     reason: str,
 ) -> None:
-    bootstrap, orders = kafka.bootstrap_servers, topics.targets[0]
+    bootstrap = kafka.bootstrap_servers
+    orders = topics.targets[0]
     side = SubprocessSidecar(make_settings(timestamp_policy=policy), tmp_path)
     side.start()
     side.wait_log("assigned", 60)

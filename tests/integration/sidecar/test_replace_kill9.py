@@ -62,8 +62,9 @@ def test_a_waiting_replace_takes_an_older_copy_sent_while_the_sidecar_was_down(
     wait_until(saved, 60, "the replace applied and the feed's replay position saved")
     side.kill9()
     old = native(target, "order", ("delay-ms", "2000"))
-    producer.produce(topics.delay, b"old", b"k", headers=old, partition=1,
-                     timestamp=sent_ms - 1_000)  # fmt: skip
+    producer.produce(
+        topics.delay, b"old", b"k", headers=old, partition=1, timestamp=sent_ms - 1_000
+    )
     producer.flush(10)
     side.start()
     wait_until(lambda: "assigned" in this_run(side), 60, "the restarted sidecar assigned")

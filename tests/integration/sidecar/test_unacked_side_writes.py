@@ -52,7 +52,9 @@ def accept_writes_again(kafka: Any, *names: str) -> None:
 def test_kill9_before_cancel_and_dead_letter_are_acked(
     kafka: Any, topics: Topics, tmp_path: Path, make_settings: Callable[..., Settings]
 ) -> None:
-    bootstrap, delay, orders = kafka.bootstrap_servers, topics.delay, topics.targets[0]
+    bootstrap = kafka.bootstrap_servers
+    delay = topics.delay
+    orders = topics.targets[0]
     # Static membership, as the chart runs pods: the restarted process takes its
     # partition back at once instead of waiting out the killed one's session.
     settings = make_settings(kafka={"instance_id": "accept-0"})

@@ -84,8 +84,12 @@ def test_two_workers_share_the_partitions_and_survive_kill9(
 def _scenario(kafka: Any, topics: Topics, watcher: Watcher, side: SubprocessSidecar) -> None:
     group = f"g-{topics.delay}"
     client = http(side)
-    wait_until(lambda: _up(side) and client("GET", "/readyz").status == 200, 90,
-               "both workers ready", detail=side.tail)  # fmt: skip
+    wait_until(
+        lambda: _up(side) and client("GET", "/readyz").status == 200,
+        90,
+        "both workers ready",
+        detail=side.tail,
+    )
     target = topics.targets[0]
 
     # The group settles with every partition of the delay topic owned by one of the two
@@ -104,14 +108,20 @@ def _scenario(kafka: Any, topics: Topics, watcher: Watcher, side: SubprocessSide
     # Phase 1: messages on every partition arrive once.
     first = _batch("a", 300, target, lambda i: 500 + 10 * i)
     produce(kafka.bootstrap_servers, topics.delay, first)
-    watcher.until(lambda got: {a.id for a in got} >= {f"a-{i}" for i in range(300)}, 60,
-                  "the first batch delivered")  # fmt: skip
+    watcher.until(
+        lambda got: {a.id for a in got} >= {f"a-{i}" for i in range(300)},
+        60,
+        "the first batch delivered",
+    )
     watcher.settle(2.0)
     counts = Counter(a.id for a in watcher.arrivals)
     assert all(counts[f"a-{i}"] == 1 for i in range(300)), counts.most_common(3)
     scraped = metrics(client)
-    workers = {dict(labels).get("worker") for (name, labels) in scraped
-               if name == "delaybridge_assigned_partitions"}  # fmt: skip
+    workers = {
+        dict(labels).get("worker")
+        for (name, labels) in scraped
+        if name == "delaybridge_assigned_partitions"
+    }
     assert workers == {"0", "1"}, workers
     delivered = sum(v for (name, _), v in scraped.items() if name == "delaybridge_delivered_total")
     assert delivered >= 300
@@ -119,17 +129,27 @@ def _scenario(kafka: Any, topics: Topics, watcher: Watcher, side: SubprocessSide
     # Phase 2: kill -9 of worker 1 while messages are pending and due over 8 s.
     second = _batch("b", 400, target, lambda i: 1_000 + 20 * i)
     produce(kafka.bootstrap_servers, topics.delay, second)
-    watcher.until(lambda got: sum(a.id.startswith("b-") for a in got) >= 50, 60,
-                  "some of the second batch delivered")  # fmt: skip
+    watcher.until(
+        lambda got: sum(a.id.startswith("b-") for a in got) >= 50,
+        60,
+        "some of the second batch delivered",
+    )
     (victim,) = [pid for w, pid in _pids(side) if w == 1]
     killed_at = side.log.stat().st_size
     os.kill(victim, signal.SIGKILL)
     wait_until(lambda: len(_pids(side)) >= 3, 30, "worker 1 restarted", detail=side.tail)
     assert metric(client, "delaybridge_worker_restarts_total", worker="1") == 1
-    watcher.until(lambda got: {a.id for a in got} >= {f"b-{i}" for i in range(400)}, 120,
-                  "every message of the second batch delivered")  # fmt: skip
-    wait_until(lambda: _up(side) and client("GET", "/healthz").status == 200, 60,
-               "healthy again", detail=side.tail)  # fmt: skip
+    watcher.until(
+        lambda got: {a.id for a in got} >= {f"b-{i}" for i in range(400)},
+        120,
+        "every message of the second batch delivered",
+    )
+    wait_until(
+        lambda: _up(side) and client("GET", "/healthz").status == 200,
+        60,
+        "healthy again",
+        detail=side.tail,
+    )
     assert not any(a.timestamp_ms < a.due_ms for a in watcher.arrivals), "early delivery"
     log = side.log.read_text(errors="replace")
     assert "restoring from Kafka" not in log, "a moved partition was rebuilt, not reopened"
@@ -140,7 +160,11 @@ def _scenario(kafka: Any, topics: Topics, watcher: Watcher, side: SubprocessSide
     starts = [int(a) for a in re.findall(r"restoring \S+ from \S+ offsets \[(\d+), ", after_kill)]
     assert all(a > 0 for a in starts), after_kill
     # Every record stored is committed (both workers commit the group's offsets).
-    wait_until(lambda: _committed(kafka, group, topics.delay) == 700, 30,
-               "the group committed past all 700 records", detail=side.tail)  # fmt: skip
+    wait_until(
+        lambda: _committed(kafka, group, topics.delay) == 700,
+        30,
+        "the group committed past all 700 records",
+        detail=side.tail,
+    )
     assert side.terminate(60) == 0, side.tail()
     assert "sidecar stopped" in side.log.read_text(errors="replace")

@@ -38,8 +38,9 @@ def fill(
 def read_all(
     bootstrap: str, topic: str, partitions: int, n: int, timeout_s: float = 30
 ) -> list[Any]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}",
-                         "enable.auto.commit": False})  # fmt: skip
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: list[Any] = []
     deadline = time.monotonic() + timeout_s

@@ -35,8 +35,13 @@ def fake_settings(data_dir: Path, **overrides: Any) -> Settings:
 class FakeSidecar:
     """A :class:`Service` on a fake cluster with a manual clock, driven turn by turn."""
 
-    def __init__(self, data_dir: Path, clock: ManualClock | None = None,
-                 cluster: FakeCluster | None = None, **overrides: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        data_dir: Path,
+        clock: ManualClock | None = None,
+        cluster: FakeCluster | None = None,
+        **overrides: Any,
+    ) -> None:
         self.clock = clock or ManualClock()
         self.cluster = cluster or FakeCluster(clock=self.clock)
         self.cluster.create_topic(DELAY, 2)
@@ -53,8 +58,14 @@ class FakeSidecar:
     def consumer(self) -> FakeConsumer:
         return self.clients.consumers[0]
 
-    def send(self, headers: list[tuple[str, str]], *, partition: int = 0,
-             key: bytes | None = b"k", value: bytes | None = b"v") -> int:  # fmt: skip
+    def send(
+        self,
+        headers: list[tuple[str, str]],
+        *,
+        partition: int = 0,
+        key: bytes | None = b"k",
+        value: bytes | None = b"v",
+    ) -> int:
         """A record in the delay topic, as a producer would write it; returns its offset."""
         return self.cluster.append(DELAY, partition, key, value, headers)
 

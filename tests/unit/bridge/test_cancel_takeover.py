@@ -21,7 +21,8 @@ SESSION_MS = 10_000
 
 
 def test_a_cancel_published_between_owners_cancels_after_the_takeover(tmp_path: Path) -> None:
-    store, kafka = {"cancel_grace_ms": GRACE_MS}, {"session_timeout_ms": SESSION_MS}
+    store = {"cancel_grace_ms": GRACE_MS}
+    kafka = {"session_timeout_ms": SESSION_MS}
     a = FakeSidecar(tmp_path / "a", store=store, kafka=kafka)
     b = FakeSidecar(tmp_path / "b", clock=a.clock, cluster=a.cluster, store=store, kafka=kafka)
     a.turns(2)

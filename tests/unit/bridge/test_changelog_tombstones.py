@@ -52,7 +52,9 @@ def _rebuilt(side: FakeSidecar, tmp_path: Path) -> set[str]:
 def _fail_tombstones(side: FakeSidecar, times: int) -> list[int]:
     """The next ``times`` tombstones get a failed delivery report (progress records
     and values are left alone); returns a one-item list counting the failures."""
-    producer, report, failed = side.producer, side.producer._report, [0]
+    producer = side.producer
+    report = side.producer._report
+    failed = [0]
 
     def failing(queued: Any) -> None:
         if queued.topic == CHANGELOG and queued.value is None and failed[0] < times:

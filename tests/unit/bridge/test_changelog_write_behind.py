@@ -94,8 +94,9 @@ def test_a_parked_copy_survives_a_lost_disk_before_the_next_flush(tmp_path: Path
     a.kill9()  # before the next flush
     shutil.rmtree(tmp_path / "a")
     a.cluster.create_topic("not-yet")
-    b = FakeSidecar(tmp_path / "b", clock=a.clock, cluster=a.cluster, delivery=delivery,
-                    changelog=BEHIND)  # fmt: skip
+    b = FakeSidecar(
+        tmp_path / "b", clock=a.clock, cluster=a.cluster, delivery=delivery, changelog=BEHIND
+    )
     b.turns(8, advance_ms=1_000)
     assert [h["delay-id"] for h in b.delivered("not-yet")] == ["r0"]
     b.stop()
@@ -156,8 +157,10 @@ def test_a_value_written_behind_is_the_stored_record_read_back(tmp_path: Path) -
     b = FakeSidecar(tmp_path / "b", clock=a.clock, cluster=a.cluster, changelog=BEHIND)
     b.turns(4)
     b.turns(4, advance_ms=20_000)
-    got = {h["delay-id"]: (m.key(), m.value(), h["trace"])
-           for m, h in zip(b.cluster.records(ORDERS), b.delivered(), strict=True)}  # fmt: skip
+    got = {
+        h["delay-id"]: (m.key(), m.value(), h["trace"])
+        for m, h in zip(b.cluster.records(ORDERS), b.delivered(), strict=True)
+    }
     assert got == sent
     b.stop()
 

@@ -82,8 +82,12 @@ class CrashPoints(RuleBasedStateMachine):
     @rule(partition=st.integers(0, 1))
     def send_series(self, partition: int) -> None:
         id = f"s{len(self.sent) + len(self.series)}"
-        headers = [("delay-target-topic", ORDERS), ("delay-every", "2s"),
-                   ("delay-count", str(SERIES_COUNT)), ("delay-id", id)]  # fmt: skip
+        headers = [
+            ("delay-target-topic", ORDERS),
+            ("delay-every", "2s"),
+            ("delay-count", str(SERIES_COUNT)),
+            ("delay-id", id),
+        ]
         self.side.send(headers, partition=partition)
         self.series.append(id)
 

@@ -31,8 +31,13 @@ RULES = HeaderRules.from_strings(
 T = ("delay-target-topic", "orders")
 
 
-def decide(*headers: tuple[str, str | bytes], rules: HeaderRules = RULES, ts: int = TS,
-           log_append: bool = False, now_ms: int | None = None) -> object:  # fmt: skip
+def decide(
+    *headers: tuple[str, str | bytes],
+    rules: HeaderRules = RULES,
+    ts: int = TS,
+    log_append: bool = False,
+    now_ms: int | None = None,
+) -> object:
     hs = tuple((n, v.encode() if isinstance(v, str) else v) for n, v in headers)
     record = SourceRecord("delay", 0, 7, ts, b"k", b"v", hs, log_append)
     return classify(record, rules, now_ms)

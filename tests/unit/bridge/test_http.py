@@ -213,9 +213,12 @@ def test_cancel(client: Client, control: FakeControl) -> None:
 
 @pytest.mark.parametrize(
     ("query", "parameter"),
-    [("?target_topic=", "target_topic"), ("?topic=x", "topic"),
-     ("?target_topic=a&target_topic=b", "target_topic")],
-)  # fmt: skip
+    [
+        ("?target_topic=", "target_topic"),
+        ("?topic=x", "topic"),
+        ("?target_topic=a&target_topic=b", "target_topic"),
+    ],
+)
 def test_cancel_bad_parameters(
     client: Client, control: FakeControl, query: str, parameter: str
 ) -> None:

@@ -46,9 +46,14 @@ IMPLS = available()
 def _message(rec: SourceRecord) -> Message:
     kind = TIMESTAMP_LOG_APPEND_TIME if rec.log_append_time else TIMESTAMP_CREATE_TIME
     return Message(
-        topic=rec.topic, partition=rec.partition, offset=rec.offset, key=rec.key,
-        value=rec.value, headers=list(rec.headers) or None, timestamp=(kind, rec.timestamp_ms),
-    )  # fmt: skip
+        topic=rec.topic,
+        partition=rec.partition,
+        offset=rec.offset,
+        key=rec.key,
+        value=rec.value,
+        headers=list(rec.headers) or None,
+        timestamp=(kind, rec.timestamp_ms),
+    )
 
 
 def _reference(messages: list[Any], now_ms: int, upto: dict[PartKey, int]) -> IngestPlan:
@@ -63,9 +68,15 @@ def _reference(messages: list[Any], now_ms: int, upto: dict[PartKey, int]) -> In
             continue
         ts_type, ts = msg.timestamp()
         record = SourceRecord(
-            msg.topic(), msg.partition(), msg.offset(), ts, msg.key(), msg.value(),
-            msg.headers() or [], ts_type == TIMESTAMP_LOG_APPEND_TIME,
-        )  # fmt: skip
+            msg.topic(),
+            msg.partition(),
+            msg.offset(),
+            ts,
+            msg.key(),
+            msg.value(),
+            msg.headers() or [],
+            ts_type == TIMESTAMP_LOG_APPEND_TIME,
+        )
         decision = PURE.classify.classify(record, RULES, now_ms)
         if isinstance(decision, Schedule):
             if record.offset > upto[key]:
@@ -131,10 +142,14 @@ def test_a_batch_is_decided_and_sorted_as_the_per_record_loop_did(
 
 def _schedule(offset: int, *headers: tuple[str, bytes]) -> Message:
     return Message(
-        topic="delay", partition=0, offset=offset, key=b"k", value=b"v",
+        topic="delay",
+        partition=0,
+        offset=offset,
+        key=b"k",
+        value=b"v",
         headers=[("delay-target-topic", b"orders"), ("delay-ms", b"5000"), *headers],
         timestamp=(TIMESTAMP_CREATE_TIME, TS),
-    )  # fmt: skip
+    )
 
 
 class _Broken(Message):
@@ -197,8 +212,14 @@ def test_the_sidecar_dead_letters_a_record_it_cannot_decide_logs_it_and_goes_on(
         msg = real(topic, partition, offset)
         if (topic, offset) != (DELAY, bad):
             return msg
-        return _Broken(topic=topic, partition=partition, offset=offset, key=msg.key(),
-                       value=msg.value(), timestamp=msg.timestamp())  # fmt: skip
+        return _Broken(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            key=msg.key(),
+            value=msg.value(),
+            timestamp=msg.timestamp(),
+        )
 
     monkeypatch.setattr(side.cluster, "message", message)
     with caplog.at_level(logging.ERROR, logger="delaybridge.bridge.ingest"):

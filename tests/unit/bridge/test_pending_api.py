@@ -26,8 +26,13 @@ from tests.http_client import Client
 from tests.unit.bridge.test_http import TOKEN, FakeControl, serve
 from tests.unit.timerlog.support import START_MS, rec
 
-SMALL = StoreSettings(tick_ms=100, wheel_slots=64, commit_segment_bytes=8192,
-                      timer_segment_entries=64, cancel_grace_ms=0)  # fmt: skip
+SMALL = StoreSettings(
+    tick_ms=100,
+    wheel_slots=64,
+    commit_segment_bytes=8192,
+    timer_segment_entries=64,
+    cancel_grace_ms=0,
+)
 
 
 @pytest.fixture
@@ -54,11 +59,20 @@ def test_list_parameters_are_parsed(client: Client, control: FakeControl) -> Non
 
 @pytest.mark.parametrize(
     ("query", "parameter"),
-    [("?limit=0", "limit"), ("?limit=1001", "limit"), ("?limit=ten", "limit"),
-     ("?due_from_ms=soon", "due_from_ms"), ("?due_from_ms=9&due_to_ms=9", "due_to_ms"),
-     ("?topic=", "topic"), ("?id_prefix=", "id_prefix"), ("?values=maybe", "values"),
-     ("?cursor=!!!", "cursor"), ("?colour=red", "colour"), ("?limit=1&limit=2", "limit")],
-)  # fmt: skip
+    [
+        ("?limit=0", "limit"),
+        ("?limit=1001", "limit"),
+        ("?limit=ten", "limit"),
+        ("?due_from_ms=soon", "due_from_ms"),
+        ("?due_from_ms=9&due_to_ms=9", "due_to_ms"),
+        ("?topic=", "topic"),
+        ("?id_prefix=", "id_prefix"),
+        ("?values=maybe", "values"),
+        ("?cursor=!!!", "cursor"),
+        ("?colour=red", "colour"),
+        ("?limit=1&limit=2", "limit"),
+    ],
+)
 def test_bad_list_parameters_are_400_naming_them(
     client: Client, control: FakeControl, query: str, parameter: str
 ) -> None:
@@ -91,11 +105,22 @@ def test_pending_stats_route(client: Client, control: FakeControl) -> None:
 # --- merging -------------------------------------------------------------------------
 def _part(tmp: Path, name: str, partition: int, n: int) -> PartitionState:
     store = TimerStore.open(tmp / name, SMALL, ManualClock(START_MS))
-    store.append([rec(f"{name}-{i}", START_MS + 1 + (i * 37) % 12_000, offset=i,
-                      topic=f"t{i % 2}") for i in range(n)])  # fmt: skip
-    return cast(PartitionState, SimpleNamespace(
-        topic="delay", partition=partition, name=f"delay-{partition}", store=store,
-        role=Role.ACTIVE))  # fmt: skip
+    store.append(
+        [
+            rec(f"{name}-{i}", START_MS + 1 + (i * 37) % 12_000, offset=i, topic=f"t{i % 2}")
+            for i in range(n)
+        ]
+    )
+    return cast(
+        PartitionState,
+        SimpleNamespace(
+            topic="delay",
+            partition=partition,
+            name=f"delay-{partition}",
+            store=store,
+            role=Role.ACTIVE,
+        ),
+    )
 
 
 @pytest.fixture
@@ -126,9 +151,12 @@ def _fake_fetch(cluster: dict[str, list[PartitionState]], budget_cut: int = 0) -
 def _all_ids(cluster: dict[str, list[PartitionState]], flt: Filter) -> list[str]:
     """What ``_part`` stored (nothing is due yet: the stores' clocks stand still)."""
     return [
-        f"p{p.partition}-{i}" for parts in cluster.values() for p in parts
-        for i in range(60 + 25 * p.partition) if flt.topic in (None, f"t{i % 2}")
-    ]  # fmt: skip
+        f"p{p.partition}-{i}"
+        for parts in cluster.values()
+        for p in parts
+        for i in range(60 + 25 * p.partition)
+        if flt.topic in (None, f"t{i % 2}")
+    ]
 
 
 @pytest.mark.parametrize("budget_cut", [0, 7])

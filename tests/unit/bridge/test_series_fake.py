@@ -257,8 +257,9 @@ def test_exactly_once_a_series_survives_aborts_and_kills_once(tmp_path: Path) ->
     side.checkpoint()  # aborted: 4 is pending again, 5 never existed
     run(side, 500)
     kill(side)
-    again = FakeSidecar(tmp_path, clock=side.clock, cluster=side.cluster,
-                        delivery={"exactly_once": True})  # fmt: skip
+    again = FakeSidecar(
+        tmp_path, clock=side.clock, cluster=side.cluster, delivery={"exactly_once": True}
+    )
     for _ in range(6):
         run(again, 1_000)
         again.checkpoint()

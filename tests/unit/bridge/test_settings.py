@@ -52,10 +52,18 @@ def test_subscription_pattern() -> None:
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("127.8.9.1", True), ("::1", True), ("localhost", True),
-     ("127.evil.example", False), ("0.0.0.0", False), ("::", False), ("10.0.0.1", False),
-     ("example.org", False)],
-)  # fmt: skip
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.1", True),
+        ("::1", True),
+        ("localhost", True),
+        ("127.evil.example", False),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("10.0.0.1", False),
+        ("example.org", False),
+    ],
+)
 def test_one_loopback_rule_for_settings_and_server(host: str, loopback: bool) -> None:
     # A host name that merely starts with "127." may resolve anywhere: it needs a token,
     # in the settings exactly as in the HTTP server's own check.

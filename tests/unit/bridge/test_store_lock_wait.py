@@ -24,7 +24,8 @@ from tests.support import wait_until
 def test_assign_waits_for_the_other_worker_to_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clock, settings = ManualClock(1_000), StoreSettings()
+    clock = ManualClock(1_000)
+    settings = StoreSettings()
     held = TimerStore.open(tmp_path / "delay-0", settings, clock)
     tries: list[int] = []
     real_open = TimerStore.open
@@ -48,7 +49,8 @@ def test_assign_waits_for_the_other_worker_to_close(
 
 def test_a_lock_held_for_good_still_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(partition, "LOCK_WAIT_S", 0.3)
-    clock, settings = ManualClock(1_000), StoreSettings()
+    clock = ManualClock(1_000)
+    settings = StoreSettings()
     held = TimerStore.open(tmp_path / "delay-0", settings, clock)
     try:
         with pytest.raises(StoreLocked, match="delay-0"):

@@ -53,15 +53,23 @@ def test_every_metric_the_dashboard_and_the_alerts_use_is_exported(board: dict[s
     assert used_by_rules - exported == set()
     # The panels are all there.
     for needed in (
-        "delaybridge_pending_messages", "delaybridge_enqueued_total",
-        "delaybridge_delivered_total", "delaybridge_delivery_lateness_seconds_bucket",
-        "delaybridge_early_deliveries_total", "delaybridge_dead_lettered_total",
-        "delaybridge_delivery_retries_total", "delaybridge_consumer_lag_messages",
-        "delaybridge_store_bytes", "delaybridge_store_free_bytes",
-        "delaybridge_backpressure_active", "delaybridge_paused",
-        "delaybridge_restore_remaining_records", "delaybridge_restored_records_total",
-        "delaybridge_partition_role", "delaybridge_standby_lag_records",
-    ):  # fmt: skip
+        "delaybridge_pending_messages",
+        "delaybridge_enqueued_total",
+        "delaybridge_delivered_total",
+        "delaybridge_delivery_lateness_seconds_bucket",
+        "delaybridge_early_deliveries_total",
+        "delaybridge_dead_lettered_total",
+        "delaybridge_delivery_retries_total",
+        "delaybridge_consumer_lag_messages",
+        "delaybridge_store_bytes",
+        "delaybridge_store_free_bytes",
+        "delaybridge_backpressure_active",
+        "delaybridge_paused",
+        "delaybridge_restore_remaining_records",
+        "delaybridge_restored_records_total",
+        "delaybridge_partition_role",
+        "delaybridge_standby_lag_records",
+    ):
         assert needed in used_by_dashboard, needed
 
 

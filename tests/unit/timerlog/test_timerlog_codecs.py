@@ -126,14 +126,30 @@ def test_cancel_records_round_trip_and_detect_damage(item: cancel_codec.Decoded)
 
 # The checkpoint body as every release so far wrote it: its names must keep loading.
 CHECKPOINT_V1_FIELDS = {
-    "tick_ms", "wheel_slots", "commit_end", "timer_end", "live_start", "done_tick_ms",
-    "done_index", "cancel_generation", "cancel_end", "last_source_offset", "appended_total",
-    "delivered_total", "cancelled_total", "unknown_cancels_total", "rolled_total",
-    "removed_total", "pending_by_topic", "marks",
-}  # fmt: skip
+    "tick_ms",
+    "wheel_slots",
+    "commit_end",
+    "timer_end",
+    "live_start",
+    "done_tick_ms",
+    "done_index",
+    "cancel_generation",
+    "cancel_end",
+    "last_source_offset",
+    "appended_total",
+    "delivered_total",
+    "cancelled_total",
+    "unknown_cancels_total",
+    "rolled_total",
+    "removed_total",
+    "pending_by_topic",
+    "marks",
+}
 CHECKPOINT_FIELDS = CHECKPOINT_V1_FIELDS | {
-    "corrupt_records_total", "unreadable_records_total", "replaced_total",
-}  # fmt: skip
+    "corrupt_records_total",
+    "unreadable_records_total",
+    "replaced_total",
+}
 
 
 def test_checkpoint_json_keeps_its_flat_field_names(tmp_path: Path) -> None:

@@ -147,10 +147,12 @@ def test_what_does_not_fit_is_refused_never_wrapped() -> None:
         with pytest.raises(ce.EntryOverflow):
             ce.encode_one(1, -1, bad_slot, bad_cl, 1, 5, BASES)
     with pytest.raises(ce.EntryOverflow, match="entry 4294967296"):
-        ce.encode(np.array([1], np.uint32), np.array([0]), slot, cl, one.astype(np.uint64),
-                  2**32, BASES)  # fmt: skip
-    edge = ce.encode(np.array([1], np.uint32), np.array([1]), slot, cl, one.astype(np.uint64),
-                     2**32, BASES)  # fmt: skip
+        ce.encode(
+            np.array([1], np.uint32), np.array([0]), slot, cl, one.astype(np.uint64), 2**32, BASES
+        )
+    edge = ce.encode(
+        np.array([1], np.uint32), np.array([1]), slot, cl, one.astype(np.uint64), 2**32, BASES
+    )
     assert int(edge["prev_back"][0]) == 2**32 - 1
 
 
@@ -160,6 +162,13 @@ def test_bases_for_a_batch_centre_its_ticks() -> None:
     bases = ce.bases_for(slot, cl, TICK)
     assert bases == ce.Bases(TICK, 900, 1_700_000_000_100)
     assert ce.fits(slot, cl, bases)
-    raw = ce.encode(np.array([1, 2], np.uint32), np.array([-1, 10]), slot, cl,
-                    np.array([1, 2], np.uint64), 11, bases)  # fmt: skip
+    raw = ce.encode(
+        np.array([1, 2], np.uint32),
+        np.array([-1, 10]),
+        slot,
+        cl,
+        np.array([1, 2], np.uint64),
+        11,
+        bases,
+    )
     assert ce.decode(raw, np.array([11, 12]), bases)["prev"].tolist() == [-1, 10]

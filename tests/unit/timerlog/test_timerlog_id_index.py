@@ -108,8 +108,9 @@ def test_index_files_go_with_their_segments(tmp_path: Path, clock: ManualClock) 
 
 
 def test_index_costs_six_bytes_an_entry(tmp_path: Path, clock: ManualClock) -> None:
-    settings = StoreSettings(tick_ms=100, wheel_slots=64, timer_segment_entries=4096,
-                             index_run_entries=1024)  # fmt: skip
+    settings = StoreSettings(
+        tick_ms=100, wheel_slots=64, timer_segment_entries=4096, index_run_entries=1024
+    )
     store = TimerStore.open(tmp_path, settings, clock)
     fill(store, "m", 4096)
     store.flush()

@@ -85,12 +85,13 @@ def test_filters(store: TimerStore, clock: ManualClock) -> None:
 
     def expect(f: Filter) -> set[str]:
         return {
-            r.id for r in model.values()
+            r.id
+            for r in model.values()
             if (f.topic is None or r.target_topic == f.topic)
             and (f.id_prefix is None or r.id.startswith(f.id_prefix))
             and (f.due_from_ms is None or r.due_ms >= f.due_from_ms)
             and (f.due_to_ms is None or r.due_ms < f.due_to_ms)
-        }  # fmt: skip
+        }
 
     for f in (
         Filter(topic="t1"),
@@ -177,15 +178,19 @@ def test_histogram_counts_what_the_wheel_holds(store: TimerStore, clock: ManualC
         st.tuples(
             st.sampled_from("aacdl"), st.integers(-2_000, 3 * WINDOW_MS), st.integers(0, 500)
         ),
-        min_size=1, max_size=40,
+        min_size=1,
+        max_size=40,
     ),
     limit=st.integers(1, 20),
     budget=st.integers(1, 200),
-)  # fmt: skip
+)
 def test_property_walks_agree_with_the_model(
-    tmp_path_factory: object, small: StoreSettings, ops: list[tuple[str, int, int]],
-    limit: int, budget: int,
-) -> None:  # fmt: skip
+    tmp_path_factory: object,
+    small: StoreSettings,
+    ops: list[tuple[str, int, int]],
+    limit: int,
+    budget: int,
+) -> None:
     directory = Path(tmp_path_factory.mktemp("listing"))  # type: ignore[attr-defined]
     clock = ManualClock(START_MS)
     store = TimerStore.open(directory / "s", small, clock)
@@ -194,8 +199,10 @@ def test_property_walks_agree_with_the_model(
     try:
         for op, due, k in ops:
             if op == "a":  # append a few
-                batch = [rec(f"i{n + j}", clock.now_ms() + due + j, topic=f"t{j % 2}",
-                             offset=n + j) for j in range(1 + k % 5)]  # fmt: skip
+                batch = [
+                    rec(f"i{n + j}", clock.now_ms() + due + j, topic=f"t{j % 2}", offset=n + j)
+                    for j in range(1 + k % 5)
+                ]
                 n += len(batch)
                 store.append(batch)
                 model.update((r.id, r) for r in batch)
@@ -219,9 +226,13 @@ _WALK_IDS = itertools.count()
 
 
 def _walk_while_changing(
-    store: TimerStore, clock: ManualClock, model: dict[str, TimerRecord],
-    limit: int, budget: int, seed: int,
-) -> None:  # fmt: skip
+    store: TimerStore,
+    clock: ManualClock,
+    model: dict[str, TimerRecord],
+    limit: int,
+    budget: int,
+    seed: int,
+) -> None:
     at_start = set(model)
     ever = set(model)
     rolled_before = store.counters.rolled_total
@@ -234,8 +245,7 @@ def _walk_while_changing(
         turn += 1
         if turn % 3 == 0:  # the store changes between pages
             # Unique ids: two walks of one example may share a seed (the model is by id).
-            r = rec(f"w{next(_WALK_IDS)}", clock.now_ms() + (seed * turn) % WINDOW_MS,
-                    offset=turn)  # fmt: skip
+            r = rec(f"w{next(_WALK_IDS)}", clock.now_ms() + (seed * turn) % WINDOW_MS, offset=turn)
             store.append([r])
             model[r.id] = r
             ever.add(r.id)

@@ -143,8 +143,9 @@ def test_a_rescue_starts_at_the_first_entry_whose_record_is_still_there(
     with TimerStore.open(tmp_path, small, clock) as store:
         for batch in range(7):  # 56 entries: one timer segment (64), two commit ones
             ids = [f"b{batch}-{i}" for i in range(8)]
-            store.append([rec(id, clock.now_ms() + 100, offset=batch * 8 + i)
-                          for i, id in enumerate(ids)])  # fmt: skip
+            store.append(
+                [rec(id, clock.now_ms() + 100, offset=batch * 8 + i) for i, id in enumerate(ids)]
+            )
             clock.advance(200)
             drain(store)
             store.flush(recompute_live=True)

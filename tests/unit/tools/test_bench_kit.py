@@ -18,7 +18,8 @@ class StubBroker:
     """Stands in for :class:`LocalKafka`: records start and stop, opens no process."""
 
     def __init__(self, data_dir: Path, **kwargs: Any) -> None:
-        self.data_dir, self.kwargs = data_dir, kwargs
+        self.data_dir = data_dir
+        self.kwargs = kwargs
         self.events: list[str] = []
         self.bootstrap = f"127.0.0.1:{kwargs['port']}"
 
