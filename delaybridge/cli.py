@@ -18,7 +18,7 @@ from delaybridge.errors import DelayBridgeError
 # (module, what it adds) — each module has register(commands, bench).
 _PARTS = (
     "delaybridge.connectors.cli",  # kafka up|down|status
-    "delaybridge.bridge.cli",  # run, send, cancel, status
+    "delaybridge.bridge.cli.commands",  # run, send, cancel, status
     "delaybridge.timerlog.cli",  # inspect, bench store
     "delaybridge.spark.cli",  # reconcile, bench reconcile
     "delaybridge.tools.cli",  # demo, bench e2e

@@ -1,6 +1,6 @@
 """Which implementation of the hot path runs: compiled with mypyc, or pure Python.
 
-Two modules hold the per-record work of the sidecar: ``bridge/classify_core.py`` (the
+Two modules hold the per-record work of the sidecar: ``contract/classifier.py`` (the
 header contract) and ``timerlog/codec_core.py`` (the commit-log record codec). They are
 plain typed Python, and ``python -m delaybridge.tools.build_compiled`` (run by
 ``scripts/bootstrap`` and the image's build stage) compiles a *copy* of each with mypyc
@@ -35,10 +35,10 @@ FORCE_PURE_ENV = "DELAYBRIDGE_PURE_PYTHON"
 EXPECT_COMPILED_ENV = "DELAYBRIDGE_EXPECT_COMPILED"
 """Set to 1 (scripts/test does, where it built the compiled path) so that a test fails
 when the compiled modules are not the ones imported."""
-SOURCES = ("delaybridge.bridge.classify_core", "delaybridge.timerlog.codec_core")
+SOURCES = ("delaybridge.contract.classifier", "delaybridge.timerlog.codec_core")
 """The modules compiled, as the pure source modules' names."""
 _FACADES = {
-    "delaybridge.bridge.classify_core": "delaybridge.bridge.headers",
+    "delaybridge.contract.classifier": "delaybridge.contract.classify",
     "delaybridge.timerlog.codec_core": "delaybridge.timerlog.commit_codec",
 }
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from confluent_kafka import TopicPartition
 
-from delaybridge.bridge.control import Direction
+from delaybridge.bridge.admin.control import Direction
 from delaybridge.connectors.edge import ConsumerEdge
 
 log = logging.getLogger(__name__)

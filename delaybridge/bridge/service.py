@@ -2,18 +2,18 @@
 
 One loop turn (:meth:`Service.turn`):
 
-1. run the operator's commands queued by the HTTP thread (``bridge/admin.py``);
+1. run the operator's commands queued by the HTTP thread (``bridge/admin/commands.py``);
 2. consume a batch from the delay topics (rebalance callbacks run here: an assigned
    partition's store is opened/recovered, a revoked one drained, flushed and closed:
-   ``bridge/partitions.py``);
+   ``bridge/ownership.py``);
 3. ingest it: schedules into the stores, cancels to the cancel topic, bad input to the
-   dead-letter topic (``bridge/ingest.py``);
-4. apply cancels read from the cancel topic to every store (``bridge/cancels.py``);
+   dead-letter topic (``bridge/ingest/ingestor.py``);
+4. apply cancels read from the cancel topic to every store (``bridge/cancels/requests.py``);
 5. restore a slice of every partition still restoring from its changelog
-   (``bridge/restoring.py``), retry what failed and is due again
-   (``bridge/backoff.py``), then deliver what is due, within the in-flight bound
-   (``bridge/delivery.py``);
-6. serve delivery reports (``bridge/outbox.py``): acks resolve batches, failures retry.
+   (``bridge/state/restore_hook.py``), retry what failed and is due again
+   (``bridge/produce/retry_queue.py``), then deliver what is due, within the in-flight bound
+   (``bridge/delivery/deliverer.py``);
+6. serve delivery reports (``bridge/produce/outbox.py``): acks resolve batches, failures retry.
 
 Every ``flush_interval_ms``: flush the stores, then commit the delay-topic offsets they
 cover (never ahead of the data, DESIGN §4) — in exactly-once mode, every
@@ -37,28 +37,28 @@ from functools import partial
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import TopicPartition
 
-from delaybridge.bridge import kafka_state
-from delaybridge.bridge.admin import AdminControl
-from delaybridge.bridge.backoff import RetryQueue
-from delaybridge.bridge.cancel_feed import CancelFeed
-from delaybridge.bridge.cancels import CancelLedger
-from delaybridge.bridge.commits import CommitResults
-from delaybridge.bridge.delivery import Deliverer
-from delaybridge.bridge.exactly_once import ExactlyOnce, eos_parts
+from delaybridge.bridge.admin.commands import AdminControl
+from delaybridge.bridge.cancels.feed import CancelFeed
+from delaybridge.bridge.cancels.requests import CancelLedger
+from delaybridge.bridge.commit.exactly_once import ExactlyOnce, eos_parts
+from delaybridge.bridge.commit.results import CommitResults
+from delaybridge.bridge.delivery.deliverer import Deliverer
 from delaybridge.bridge.flow import FlowControl
-from delaybridge.bridge.ingest import Ingestor
-from delaybridge.bridge.metrics import Metrics
-from delaybridge.bridge.outbox import Outbox
-from delaybridge.bridge.partitions import Partitions
-from delaybridge.bridge.rules import HeaderRules
-from delaybridge.bridge.settings import Settings
-from delaybridge.bridge.side import SideWriter
-from delaybridge.bridge.tally import Tally
+from delaybridge.bridge.ingest.ingestor import Ingestor
+from delaybridge.bridge.ingest.side_writes import SideWriter
+from delaybridge.bridge.observe.metrics import Metrics
+from delaybridge.bridge.observe.tally import Tally
+from delaybridge.bridge.ownership import Partitions
+from delaybridge.bridge.produce.outbox import Outbox
+from delaybridge.bridge.produce.retry_queue import RetryQueue
+from delaybridge.bridge.state import assembly
 from delaybridge.bridge.telemetry import Telemetry
 from delaybridge.bridge.tuning import CONSUMER_OVERRIDES, producer_overrides, store_settings_for
-from delaybridge.bridge.workers import suffix
+from delaybridge.bridge.workers.identity import suffix
 from delaybridge.connectors import KafkaClients, ensure_topics
 from delaybridge.connectors.edge import ClientFactory
+from delaybridge.contract.rules import HeaderRules
+from delaybridge.settings import Settings
 from delaybridge.timerlog import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class Service:
         feed_consumer = self._clients.consumer(
             {"group.id": f"{s.kafka.group_id}.cancel-feed"}, group=False
         )
-        keep_ms = grace_ms + 2 * s.kafka.session_timeout_ms  # bridge/cancel_feed.py says why
+        keep_ms = grace_ms + 2 * s.kafka.session_timeout_ms  # bridge/cancels/feed.py says why
         self.feed = CancelFeed(
             feed_consumer,
             s.cancel_topic,
@@ -118,7 +118,7 @@ class Service:
             grace_ms,
         )
         self.admin = self._clients.admin()
-        state = kafka_state.build(
+        state = assembly.build(
             s,
             self._clients,
             self.outbox,
@@ -276,7 +276,7 @@ class Service:
             self.metrics.backpressure_paused()
 
     def _commit_transaction(self) -> None:
-        """Exactly-once mode's checkpoint (``bridge/exactly_once.py``): commit, or abort
+        """Exactly-once mode's checkpoint (``bridge/commit/exactly_once.py``): commit, or abort
         and restart every partition from the last commit (backing off when it repeats)."""
         assert self.exactly_once is not None
         fatal = self.exactly_once.checkpoint(self.consumer, self._stop.wait)

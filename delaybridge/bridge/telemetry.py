@@ -1,6 +1,6 @@
 """From the loop's state to the Prometheus metrics, once per flush interval.
 
-:meth:`Telemetry.publish` drains the :class:`~delaybridge.bridge.tally.Tally` (counts
+:meth:`Telemetry.publish` drains the :class:`~delaybridge.bridge.observe.tally.Tally` (counts
 since the last refresh, from every part of the loop) into the counters, and sets the
 gauges from snapshots: per-store stats, consumer lag from the cached watermarks, the
 in-flight and backlog sizes, and the flow-control state. It returns the totals flow
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from delaybridge.bridge.metrics import Metrics
-from delaybridge.bridge.partition import PartitionState
-from delaybridge.bridge.restoring import Restoring
-from delaybridge.bridge.standby import Standbys
-from delaybridge.bridge.tally import Tally
+from delaybridge.bridge.observe.metrics import Metrics
+from delaybridge.bridge.observe.tally import Tally
+from delaybridge.bridge.partition.state import PartitionState
+from delaybridge.bridge.state.restore_hook import Restoring
+from delaybridge.bridge.state.standby import Standbys
 from delaybridge.connectors.edge import ConsumerEdge
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from delaybridge.bridge.settings import Settings
-from delaybridge.bridge.transactions import transactional_id
+from delaybridge.bridge.commit.transactions import transactional_id
+from delaybridge.settings import Settings
 from delaybridge.timerlog import StoreSettings
 
 _STORE_DELAY_MARGIN_MS = 7 * 86_400_000  # producers' clocks may run ahead of ours

@@ -216,7 +216,7 @@ def _cluster(config: Path | None, bootstrap: str | None) -> KafkaSettings:
     """``--config``'s kafka section (client settings included), ``--bootstrap`` over it."""
     kafka = KafkaSettings()  # 127.0.0.1:9092
     if config is not None:
-        from delaybridge.bridge.settings import load
+        from delaybridge.settings import load
 
         kafka = load(config).kafka
     if bootstrap:

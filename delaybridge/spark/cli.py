@@ -105,8 +105,8 @@ def add_reconcile_arguments(p: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> Any:
     """Build :class:`ReconcileSettings` from parsed arguments (and the sidecar config)."""
-    from delaybridge.bridge.settings import load
-    from delaybridge.bridge.timing import parse_duration_ms
+    from delaybridge.contract.timing import parse_duration_ms
+    from delaybridge.settings import load
     from delaybridge.spark.settings import (
         DEFAULT_LATE_AFTER_MS,
         ReconcileSettings,
@@ -154,7 +154,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
 
 def parse_time(option: str, text: str | None, *, now_ms: int | None = None) -> int | None:
     """Epoch ms, RFC 3339, or a duration ago (``2h``); errors name the option."""
-    from delaybridge.bridge.timing import TimeFormatError, parse_duration_ms, parse_rfc3339_ms
+    from delaybridge.contract.timing import TimeFormatError, parse_duration_ms, parse_rfc3339_ms
 
     if text is None:
         return None

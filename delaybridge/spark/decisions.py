@@ -1,7 +1,7 @@
 """Delay-topic rows → the sidecar's decisions, by the sidecar's own :func:`classify`.
 
 The timing rules (precedence of timing headers, delay levels, routes, etf1 tombstones,
-the maximum delay) live in :mod:`delaybridge.bridge.headers` only. Re-writing them in
+the maximum delay) live in :mod:`delaybridge.contract.classify` only. Re-writing them in
 Spark SQL would give two implementations that drift; instead every delay-topic record
 goes through ``classify`` in a Python worker, in Arrow batches (``mapInArrow``), and
 comes back as one row of :data:`DECISION_SCHEMA`:
@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from delaybridge.bridge.headers import Cancel, Schedule, SourceRecord, classify
-from delaybridge.bridge.rules import HeaderRules
+from delaybridge.contract.classify import Cancel, Schedule, SourceRecord, classify
+from delaybridge.contract.rules import HeaderRules
 
 if TYPE_CHECKING:
     import pyarrow as pa

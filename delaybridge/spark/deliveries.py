@@ -23,7 +23,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from delaybridge.bridge.header_names import OUT_DUE_MS, OUT_ID, OUT_OCCURRENCE, OUT_ORIGIN
+from delaybridge.contract.names import OUT_DUE_MS, OUT_ID, OUT_OCCURRENCE, OUT_ORIGIN
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

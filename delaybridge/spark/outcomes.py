@@ -7,11 +7,11 @@ target-topic rows (:mod:`.deliveries`). Steps:
    with when a later schedule with its id and target *replaced* it (``replaced_ms``:
    the first replacing record sent after it, by the sidecar's order -- timestamp, then
    offset in one partition, then the greater ``(topic, partition)`` on a tie across
-   partitions; ``bridge/cancels.py``). A replace before the due time replaces. A
+   partitions; ``bridge/cancels/requests.py``). A replace before the due time replaces. A
    recurring schedule is one row per occurrence due up to the report's time
    (``occurrence`` k; null for a one-off), each expected once.
 2. **Cancels** match a schedule by id (and by target topic when the cancel names one,
-   as :func:`~delaybridge.bridge.headers.classify` documents) when sent after it
+   as :func:`~delaybridge.contract.classify.classify` documents) when sent after it
    (DESIGN §2: a cancel takes what was sent before it; a tie across partitions goes
    to the cancel); the earliest such cancel counts. A cancel before the due time
    cancels; one at or after it came too late (for a series, per occurrence: a cancel

@@ -21,10 +21,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delaybridge.bridge.rules import HeaderRules
-from delaybridge.bridge.settings import DEFAULT_DELAY_LEVELS, Settings
 from delaybridge.connectors import KafkaSettings
+from delaybridge.contract.rules import HeaderRules
 from delaybridge.errors import ConfigError
+from delaybridge.settings import DEFAULT_DELAY_LEVELS, Settings
 
 DEFAULT_WINDOW_MS = 60_000
 DEFAULT_GRACE_MS = 10_000

@@ -10,7 +10,7 @@ the same envelope, holding only wide records)::
                      generation     uint32 big-endian 0; +1 each time the message is
                                                      stored again (a parked retry)
            16 bytes  the same with a uint64 generation, when it is 2^32 or more: occurrence
-                     k >= 2 of a recurring schedule adds (k - 1) << 32 (bridge/series.py);
+                     k >= 2 of a recurring schedule adds (k - 1) << 32 (contract/series.py);
                      every other message keeps the 12-byte key
     value  1 byte    version        2 (1: written before the compact record layout)
            .         record         the commit-log record, byte for byte (its own

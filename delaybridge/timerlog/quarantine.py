@@ -9,7 +9,7 @@ and each damaged one is
   topic): handed out as a :class:`DamagedRecord` (id, target, key, headers, source
   offset and timestamp as read, *without their CRC*; the value dropped, it cannot be
   trusted; due at the tick it was read in), which the sidecar dead-letters with reason
-  ``store-corrupt`` and the detail below (``bridge/attempts.py``);
+  ``store-corrupt`` and the detail below (``bridge/delivery/attempts.py``);
 * **unreadable** -- nothing identifies it: skipped, counted and logged with its file
   and offset.
 

@@ -18,7 +18,7 @@ row costs ~50 B + its id and no Python object, and a lookup is two ``searchsorte
 for a whole appended batch. A hit is confirmed on the id (``Cancel.applies_to``), so a
 hash collision takes nothing. Chunks go whole, oldest first (:meth:`drop`, called by the
 feed at every poll), once no store can need them: read more than ``keep_ms`` ago (the
-feed's window for stores opened later, ``bridge/cancel_feed.py``), and past the grace of
+feed's window for stores opened later, ``bridge/cancels/feed.py``), and past the grace of
 every store opened since (:meth:`attach`).
 
 A row waits in a store opened at ``O`` while ``now < max(read, O) + grace`` and
@@ -68,7 +68,7 @@ def store_view(
     """The replace's (sent_ms, offset) as the store of partition ``own`` applies it: in
     its own partition with its offset (a tie goes by offset); on a tie across partitions
     it wins only against a smaller ``(topic, partition)`` than its origin, so that of two
-    schedules sent in one millisecond exactly one survives (``bridge/cancels.py``)."""
+    schedules sent in one millisecond exactly one survives (``bridge/cancels/requests.py``)."""
     if origin == own:
         return sent_ms, offset
     if origin is not None and own > origin:

@@ -6,7 +6,7 @@ delay, two headers of the producer's, a key and a 100-byte value), the commit-lo
 encode (``encode_batch``, batches of 500) and decode (``decode_many``, all records of a
 buffer in arrival order), for each implementation:
 
-* ``pure``: the source modules (``bridge/classify_core.py``, ``timerlog/codec_core.py``);
+* ``pure``: the source modules (``contract/classifier.py``, ``timerlog/codec_core.py``);
 * ``mypyc``: the build ``delaybridge/hotpath.py`` selects (``delaybridge_compiled``);
 * any other build named with ``--package NAME=DIR`` (e.g. the Cython build made by
   ``python -m delaybridge.tools.build_compiled --backend cython --package
@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from delaybridge.bridge import classify_core
-from delaybridge.bridge.decision_types import Schedule, SourceRecord
-from delaybridge.bridge.rules import HeaderRules
-from delaybridge.bridge.settings import DEFAULT_DELAY_LEVELS
+from delaybridge.contract import classifier
+from delaybridge.contract.decisions import Schedule, SourceRecord
+from delaybridge.contract.rules import HeaderRules
 from delaybridge.hotpath import PACKAGE, source_hash
+from delaybridge.settings import DEFAULT_DELAY_LEVELS
 from delaybridge.timerlog import codec_core
 from delaybridge.timerlog.records import TimerRecord
 
@@ -52,21 +52,21 @@ class Variant:
 def load_variants(extra: Sequence[str]) -> tuple[list[Variant], list[str]]:
     """Pure, the default build if present and current, and each ``NAME=DIR`` build;
     plus a note for each build that could not be used."""
-    variants = [Variant("pure", classify_core, codec_core)]
+    variants = [Variant("pure", classifier, codec_core)]
     notes: list[str] = []
     for spec in [PACKAGE, *extra]:
         package, _, where = spec.partition("=")
         if where and where not in sys.path:
             sys.path.insert(0, where)
         try:
-            cls = importlib.import_module(f"{package}.classify_core")
+            cls = importlib.import_module(f"{package}.classifier")
             cod = importlib.import_module(f"{package}.codec_core")
         except ImportError as exc:
             notes.append(f"{package}: not built ({exc})")
             continue
         stale = [
             m.__name__
-            for m, pure in ((cls, classify_core), (cod, codec_core))
+            for m, pure in ((cls, classifier), (cod, codec_core))
             if getattr(m, "SOURCE_SHA256", None) != source_hash(str(pure.__file__))
         ]
         if stale:
@@ -90,7 +90,7 @@ def workload(n: int) -> tuple[list[SourceRecord], list[TimerRecord]]:
     rules = _rules()
     timers = []
     for s in sources:
-        d = classify_core.classify(s, rules, TS)
+        d = classifier.classify(s, rules, TS)
         assert isinstance(d, Schedule), d
         timers.append(
             TimerRecord(

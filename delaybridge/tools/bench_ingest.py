@@ -25,12 +25,12 @@ from typing import Any, cast
 from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 
 from delaybridge import hotpath
-from delaybridge.bridge.ingest import Ingestor
-from delaybridge.bridge.partition import PartitionState, open_partition
-from delaybridge.bridge.rules import HeaderRules
-from delaybridge.bridge.settings import DEFAULT_DELAY_LEVELS
-from delaybridge.bridge.side import SideWriter
-from delaybridge.bridge.tally import Tally
+from delaybridge.bridge.ingest.ingestor import Ingestor
+from delaybridge.bridge.ingest.side_writes import SideWriter
+from delaybridge.bridge.observe.tally import Tally
+from delaybridge.bridge.partition.state import PartitionState, open_partition
+from delaybridge.contract.rules import HeaderRules
+from delaybridge.settings import DEFAULT_DELAY_LEVELS
 from delaybridge.timerlog import StoreSettings, SystemClock
 
 TOPIC = "delay"

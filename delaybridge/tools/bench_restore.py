@@ -3,7 +3,7 @@
 For each size N: a changelog partition is filled with N pending messages' values (keys
 and values exactly as the sidecar writes them) plus, interleaved, a tenth as many
 messages that were delivered (a value, then its tombstone): what an uncompacted head
-holds. Then the sidecar's own restore path (``bridge/restore.py``: the slices, the
+holds. Then the sidecar's own restore path (``bridge/state/restorer.py``: the slices, the
 buffer, the store's ``append_raw`` and ``remove``) rebuilds an empty store from it, and
 the benchmark reports changelog records read per second, pending messages per second,
 the wall and CPU time, and how much the process's RSS grew while restoring.
@@ -20,9 +20,9 @@ from typing import Any
 
 from rich.console import Console
 
-from delaybridge.bridge.offsets import OffsetTracker
-from delaybridge.bridge.partition import PartitionState
-from delaybridge.bridge.restore import CONSUMER_SETTINGS, Restorer, RestoreTask
+from delaybridge.bridge.commit.offsets import OffsetTracker
+from delaybridge.bridge.partition.state import PartitionState
+from delaybridge.bridge.state.restorer import CONSUMER_SETTINGS, Restorer, RestoreTask
 from delaybridge.connectors import KafkaClients, KafkaSettings, ensure_topics, produce_blocking
 from delaybridge.timerlog import StoreSettings, TimerRecord, TimerStore
 from delaybridge.timerlog.bench import rss_mb

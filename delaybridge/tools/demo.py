@@ -27,12 +27,12 @@ from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.table import Table
 
-from delaybridge.bridge.header_names import OUT_DUE_MS, OUT_ERROR, OUT_ID, OUT_OCCURRENCE
-from delaybridge.bridge.sender import send_cancel
+from delaybridge.bridge.cli.send import send_cancel
 from delaybridge.bridge.service import Service
-from delaybridge.bridge.settings import Settings, load
 from delaybridge.connectors import KafkaClients, ensure_topics, header_text, produce_blocking
+from delaybridge.contract.names import OUT_DUE_MS, OUT_ERROR, OUT_ID, OUT_OCCURRENCE
 from delaybridge.errors import DelayBridgeError
+from delaybridge.settings import Settings, load
 from delaybridge.tools.demo_messages import (
     ARRIVALS_TIMEOUT_S,
     CANCEL_AFTER_MS,

@@ -26,7 +26,6 @@ from typing import Any
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException, Message, TopicPartition
 
-from delaybridge.bridge.settings import DeliverySettings
 from delaybridge.connectors import (
     KafkaClients,
     KafkaSettings,
@@ -36,6 +35,7 @@ from delaybridge.connectors import (
     wrap,
 )
 from delaybridge.errors import DelayBridgeError, KafkaError
+from delaybridge.settings import DeliverySettings
 
 #: Offsets are committed (asynchronously) this often, as the sidecar does after a flush.
 COMMIT_INTERVAL_S = 0.2

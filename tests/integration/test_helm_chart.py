@@ -6,7 +6,7 @@ drain time, secrets kept out of the ConfigMap), the ConfigMap is loaded by the
 sidecar's own settings loader, and scripts/check-chart validates every manifest with
 kubeconform against Kubernetes' schemas. helm missing is a failure, not a skip:
 ``scripts/install-helm`` builds it. That `config` mirrors the sidecar's settings (keys,
-bounds, defaults) needs no helm: tests/unit/bridge/test_settings_chart.py.
+bounds, defaults) needs no helm: tests/unit/test_settings_chart.py.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from delaybridge.bridge.settings import ChangelogSettings, Settings, load
 from delaybridge.cli import build_parser
+from delaybridge.settings import ChangelogSettings, Settings, load
 from delaybridge.spark.cli import settings_from_args
 from tests.integration.chart_config import (
     CHART,

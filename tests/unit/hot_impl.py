@@ -1,7 +1,7 @@
 """The hot path's implementations available to the tests: pure Python always, and the
 compiled build (``delaybridge_compiled``) when it is installed and current.
 
-:func:`use` points ``headers.classify`` and the ``commit_codec`` functions at one of
+:func:`use` points ``classify.classify`` and the ``commit_codec`` functions at one of
 them; tests of classify and the codecs run once per implementation through the
 ``hot_impl`` fixture (``tests/unit/conftest.py``), so the fallback stays tested where
 the compiled build is in use, and the compiled build is tested wherever it was built.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from delaybridge import hotpath
-from delaybridge.bridge import classify_core, headers
+from delaybridge.contract import classifier, classify
 from delaybridge.timerlog import codec_core, commit_codec
 
 
@@ -27,17 +27,17 @@ class Impl:
     codec: ModuleType
 
 
-PURE = Impl("pure", classify_core, codec_core)
+PURE = Impl("pure", classifier, codec_core)
 
 
 def compiled() -> Impl | None:
     """The compiled build, if installed and built from the sources as they are now."""
     try:
-        cls = importlib.import_module(f"{hotpath.PACKAGE}.classify_core")
+        cls = importlib.import_module(f"{hotpath.PACKAGE}.classifier")
         cod = importlib.import_module(f"{hotpath.PACKAGE}.codec_core")
     except ImportError:
         return None
-    for mod, pure in ((cls, classify_core), (cod, codec_core)):
+    for mod, pure in ((cls, classifier), (cod, codec_core)):
         if getattr(mod, "SOURCE_SHA256", None) != hotpath.source_hash(str(pure.__file__)):
             return None
     return Impl(str(getattr(cls, "COMPILER", "compiled")), cls, cod)
@@ -50,10 +50,10 @@ def available() -> list[Impl]:
 
 @contextmanager
 def use(impl: Impl) -> Iterator[Impl]:
-    """Run ``headers.classify`` and ``commit_codec`` on ``impl`` inside the block."""
-    saved = headers._core, commit_codec._core
-    headers._core, commit_codec._core = impl.classify, impl.codec
+    """Run ``classify.classify`` and ``commit_codec`` on ``impl`` inside the block."""
+    saved = classify._core, commit_codec._core
+    classify._core, commit_codec._core = impl.classify, impl.codec
     try:
         yield impl
     finally:
-        headers._core, commit_codec._core = saved
+        classify._core, commit_codec._core = saved

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from delaybridge.bridge.decision_types import SourceRecord
-from delaybridge.bridge.header_names import CONTROL_HEADERS, INTERNAL_HEADERS, RMQ_UNIQ_KEY
-from delaybridge.bridge.rules import HeaderRules
-from delaybridge.bridge.settings import DEFAULT_DELAY_LEVELS
+from delaybridge.contract.decisions import SourceRecord
+from delaybridge.contract.names import CONTROL_HEADERS, INTERNAL_HEADERS, RMQ_UNIQ_KEY
+from delaybridge.contract.rules import HeaderRules
+from delaybridge.settings import DEFAULT_DELAY_LEVELS
 from delaybridge.timerlog.records import TimerRecord
 from tests.unit.hot_impl import PURE, Impl, available
 

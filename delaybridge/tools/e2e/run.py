@@ -48,7 +48,7 @@ def _cluster(args: argparse.Namespace) -> KafkaSettings | None:
     """The existing cluster named by ``--config`` and ``--bootstrap``, if any."""
     if args.config is None:
         return KafkaSettings(bootstrap_servers=args.bootstrap) if args.bootstrap else None
-    from delaybridge.bridge.settings import load
+    from delaybridge.settings import load
 
     kafka = load(args.config).kafka
     if args.bootstrap:

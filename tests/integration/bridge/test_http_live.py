@@ -10,7 +10,7 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from delaybridge.bridge.http import HttpServer
+from delaybridge.bridge.http.server import HttpServer
 from tests.http_client import Client, Reply
 from tests.integration.sidecar.harness import InProcessSidecar, Topics, Watcher, settings_for
 from tests.integration.sidecar.observe import metric, metric_reaches

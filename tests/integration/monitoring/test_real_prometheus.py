@@ -31,8 +31,8 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from delaybridge.bridge.http import HttpServer
-from delaybridge.bridge.sender import send_cancel
+from delaybridge.bridge.cli.send import send_cancel
+from delaybridge.bridge.http.server import HttpServer
 from tests.integration.chart_config import helm_binary
 from tests.integration.monitoring.assets import (
     alert_queries,

@@ -18,8 +18,8 @@ import yaml
 from confluent_kafka import Consumer, Message, Producer
 
 from delaybridge.bridge.service import Service
-from delaybridge.bridge.settings import Settings, load
 from delaybridge.connectors import header_text
+from delaybridge.settings import Settings, load
 from tests.support import overlay, wait_until
 
 

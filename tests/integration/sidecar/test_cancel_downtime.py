@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from delaybridge.bridge.cancel_feed import POSITION_FILE
-from delaybridge.bridge.settings import Settings
+from delaybridge.bridge.cancels.feed import POSITION_FILE
+from delaybridge.settings import Settings
 from tests.integration.sidecar.harness import (
     SubprocessSidecar,
     Topics,

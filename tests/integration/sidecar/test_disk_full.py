@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from delaybridge.bridge.settings import Settings
+from delaybridge.settings import Settings
 from tests.integration.sidecar.harness import (
     InProcessSidecar,
     Topics,

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from delaybridge.bridge.settings import Settings
+from delaybridge.settings import Settings
 from tests.integration.sidecar.harness import (
     SubprocessSidecar,
     Topics,

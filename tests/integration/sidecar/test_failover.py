@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from delaybridge.bridge.settings import Settings
+from delaybridge.settings import Settings
 from tests.integration.sidecar.harness import (
     SubprocessSidecar,
     Topics,

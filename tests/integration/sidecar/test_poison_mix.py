@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from delaybridge.bridge.settings import Settings
+from delaybridge.settings import Settings
 from tests.integration.sidecar.harness import SubprocessSidecar, Topics, Watcher, now_ms
 from tests.integration.sidecar.kcat import Header, kcat_produce
 from tests.integration.sidecar.observe import (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from delaybridge.bridge.settings import Settings
+from delaybridge.settings import Settings
 from delaybridge.spark.job import run_reconciliation
 from delaybridge.spark.settings import ReconcileSettings
 from tests.integration.sidecar.harness import (

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from delaybridge.bridge.settings import Settings
+from delaybridge.settings import Settings
 from tests.integration.sidecar.harness import SubprocessSidecar, Topics, Watcher, native, now_ms
 from tests.integration.sidecar.observe import alive, this_run
 from tests.support import wait_until

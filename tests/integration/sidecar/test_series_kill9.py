@@ -4,7 +4,7 @@ exactly 5 occurrences at their times across a ``kill -9`` of the sidecar (real b
 The sidecar is killed the moment occurrence 2 reaches the target: its delivery may not
 be marked durable yet, while occurrence 3 was already spawned and may be on disk. The
 restart then delivers occurrence 2 again (at-least-once allows that one repeat) but must
-not spawn a second occurrence 3 (``bridge/occurrences.py``); in exactly-once mode a
+not spawn a second occurrence 3 (``bridge/delivery/occurrences.py``); in exactly-once mode a
 read_committed consumer sees each occurrence once.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from delaybridge.bridge.settings import Settings
+from delaybridge.settings import Settings
 from tests.integration.sidecar.harness import (
     Arrival,
     SubprocessSidecar,

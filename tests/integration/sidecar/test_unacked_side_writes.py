@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-from delaybridge.bridge.settings import Settings
+from delaybridge.settings import Settings
 from tests.integration.sidecar.harness import SubprocessSidecar, Topics, Watcher, native, now_ms
 from tests.integration.sidecar.harness import produce as produce_acked
 from tests.integration.sidecar.observe import alive, http, lookup, metric, metric_reaches

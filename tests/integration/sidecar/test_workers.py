@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from delaybridge.bridge.settings import Settings
+from delaybridge.settings import Settings
 from tests.integration.sidecar.harness import SubprocessSidecar, Topics, Watcher, produce
 from tests.integration.sidecar.observe import alive, http, metric, metrics
 from tests.support import wait_until

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from delaybridge.bridge.service import Service
-from delaybridge.bridge.settings import Settings, load
 from delaybridge.connectors import header_text
+from delaybridge.settings import Settings, load
 from delaybridge.timerlog import ManualClock
 from tests.fakes import FakeClients, FakeCluster, FakeConsumer, FakeProducer
 from tests.support import overlay

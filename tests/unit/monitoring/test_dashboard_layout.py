@@ -2,7 +2,7 @@
 
 No Grafana and no Prometheus here (those are tests/integration/monitoring/): the JSON
 file itself, its layout, and every ``delaybridge_*`` name used by a panel or an alert
-checked against what :class:`~delaybridge.bridge.metrics.Metrics` registers, so renaming
+checked against what :class:`~delaybridge.bridge.observe.metrics.Metrics` registers, so renaming
 a metric without the dashboard fails at once.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from delaybridge.bridge.metrics import Metrics
+from delaybridge.bridge.observe.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "helm" / "delaybridge"

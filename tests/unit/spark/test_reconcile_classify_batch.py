@@ -6,8 +6,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from delaybridge.bridge.rules import HeaderRules
-from delaybridge.bridge.settings import DEFAULT_DELAY_LEVELS
+from delaybridge.contract.rules import HeaderRules
+from delaybridge.settings import DEFAULT_DELAY_LEVELS
 from delaybridge.spark.decisions import Kind, batch_classifier, classify_batch
 
 RULES = HeaderRules.from_strings(DEFAULT_DELAY_LEVELS, 86_400_000, {"routed": "orders"})

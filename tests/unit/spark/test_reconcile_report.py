@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from delaybridge.bridge.settings import load
+from delaybridge.settings import load
 from delaybridge.spark.report import (
     EXIT_OK,
     EXIT_PROBLEMS,

@@ -19,8 +19,8 @@ import pytest
 from rich.console import Console
 
 from delaybridge import cli
-from delaybridge.bridge.settings import Settings, load
 from delaybridge.connectors import KafkaClients, KafkaSettings, header_text
+from delaybridge.settings import Settings, load
 from tests.unit.tools.conftest import Captured, WatchedCluster
 
 SECURITY = {

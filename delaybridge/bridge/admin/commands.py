@@ -1,0 +1,197 @@
+"""The admin control: what the HTTP thread may ask of the running sidecar.
+
+:class:`AdminControl` implements the :class:`~delaybridge.bridge.admin.control.Control`
+protocol. The stores, the producer and the consumer belong to the service's owner thread,
+so every call that touches them is queued (:class:`CommandQueue`) and run between loop
+turns (step 1 of the turn); the HTTP thread waits for the answer up to
+``CONTROL_TIMEOUT_S`` and then answers 503 instead of hanging.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
+
+from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import Message
+
+from delaybridge.bridge.admin import pending
+from delaybridge.bridge.admin.control import ControlTimeout, Direction
+from delaybridge.bridge.admin.status import partition_stats, record_json
+from delaybridge.bridge.cancels.requests import CancelLedger, CancelRequest
+from delaybridge.bridge.flow import FlowControl
+from delaybridge.bridge.ownership import Partitions
+from delaybridge.bridge.produce.outbox import Outbox
+from delaybridge.timerlog import Clock
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+CONTROL_TIMEOUT_S = 10.0
+#: The loop is unhealthy when its last turn started longer ago than this.
+HEARTBEAT_LIMIT_S = 60.0
+
+
+class CommandQueue:
+    """Calls handed from other threads to the owner thread, answered between turns."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[tuple[Callable[[], Any], Future[Any]]] = queue.Queue()
+        self._owner: threading.Thread | None = None
+
+    def start(self) -> None:
+        """The calling thread is the owner from now on: calls from others are queued."""
+        self._owner = threading.current_thread()
+
+    def stop(self) -> None:
+        """The owner stopped answering: calls run inline again."""
+        self._owner = None
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the owner thread and return its result (inline when there is
+        no owner yet, or when the owner itself calls)."""
+        if self._owner is None or threading.current_thread() is self._owner:
+            return fn()
+        future: Future[T] = Future()
+        self._queue.put((fn, future))
+        try:
+            return future.result(timeout=CONTROL_TIMEOUT_S)
+        except FutureTimeout as exc:
+            raise ControlTimeout(
+                f"the service loop did not answer in {CONTROL_TIMEOUT_S} s"
+            ) from exc
+
+    def run_pending(self) -> None:
+        """Run every queued call (owner thread); exceptions go back to the caller."""
+        while True:
+            try:
+                fn, future = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                future.set_result(fn())
+            except Exception as exc:  # handed to the HTTP thread, which reports it
+                future.set_exception(exc)
+
+
+class AdminControl:
+    """The sidecar's :class:`~delaybridge.bridge.admin.control.Control` (see module docstring)."""
+
+    def __init__(
+        self,
+        group_id: str,
+        cancel_topic: str,
+        partitions: Partitions,
+        ledger: CancelLedger,
+        outbox: Outbox,
+        flow: FlowControl,
+        clock: Clock,
+    ) -> None:
+        self.commands = CommandQueue()
+        self._group_id = group_id
+        self._cancel_topic = cancel_topic
+        self._partitions = partitions
+        self._ledger = ledger
+        self._outbox = outbox
+        self._flow = flow
+        self._clock = clock
+        self._heartbeat_s = time.monotonic()
+        self.started = False
+        self.failure: str | None = None
+        """Why the sidecar cannot go on (a fatal Kafka client error); None while fine."""
+
+    def beat(self) -> None:
+        """The loop is alive (called at the start of every turn)."""
+        self._heartbeat_s = time.monotonic()
+
+    def fail(self, why: str) -> None:
+        """Something the sidecar cannot recover from in-process: report unhealthy, so
+        the orchestrator restarts the pod (``/healthz`` answers 503 from now on)."""
+        if self.failure is None:
+            self.failure = why
+
+    def healthy(self) -> bool:
+        if self.failure is not None:
+            return False
+        return time.monotonic() - self._heartbeat_s < HEARTBEAT_LIMIT_S
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.started:
+            return False, "starting"
+        if not self._partitions.rebalanced:
+            return False, "waiting for the consumer group to assign partitions"
+        restoring = self._partitions.restoring
+        if restoring is not None and restoring.restorer.tasks:
+            left = ", ".join(
+                f"{t.part.name} {t.remaining} records left"
+                for t in list(restoring.restorer.tasks.values())
+            )
+            return False, f"restoring from the changelog: {left}"
+        return True, ""
+
+    def stats(self) -> dict[str, Any]:
+        def snapshot() -> dict[str, Any]:
+            return {
+                "group": self._group_id,
+                "paused": sorted(d.value for d in self._flow.paused),
+                "backpressure": self._flow.backpressure,
+                "in_flight": self._outbox.in_flight,
+                "partitions": [partition_stats(p) for p in self._partitions],
+            }
+
+        return self.commands.call(snapshot)
+
+    def lookup(self, id: str) -> dict[str, Any] | None:
+        def find() -> dict[str, Any] | None:
+            for part in self._partitions:
+                found = part.store.lookup(id)
+                if found is not None:
+                    return record_json(part, found)
+            return None
+
+        return self.commands.call(find)
+
+    def cancel(self, id: str, target_topic: str | None) -> dict[str, Any]:
+        def do() -> dict[str, Any]:
+            request = CancelRequest(id, target_topic, "admin-api")
+            (matched,) = self._ledger.apply(self._partitions, [request], self._clock.now_ms())
+            topic = self._cancel_topic
+
+            def on_delivery(err: RdKafkaError | None, _msg: Message | None) -> None:
+                if err is not None:
+                    log.error("admin cancel of %r not published to %r: %s", id, topic, err.str())
+
+            # Queued, not awaited: the owner thread must not block on the broker here.
+            queued = self._outbox.send(topic, request.encode(), id.encode(), None, on_delivery)
+            return {
+                "id": id,
+                "target_topic": target_topic,
+                "published": "queued" if queued else "not queued: producer queue full",
+                "matched_here": matched,
+            }
+
+        return self.commands.call(do)
+
+    def list_pending(self, query: pending.PendingQuery) -> dict[str, Any]:
+        return self.commands.call(lambda: pending.list_replica(self._partitions, query))
+
+    def pending_stats(self, start_ms: int | None) -> dict[str, Any]:
+        def do() -> dict[str, Any]:
+            start = self._clock.now_ms() if start_ms is None else start_ms
+            return pending.stats_replica(self._partitions, start)
+
+        return self.commands.call(do)
+
+    def pause(self, what: Direction) -> None:
+        self.commands.call(lambda: self._flow.set_paused(what, True))
+
+    def resume(self, what: Direction) -> None:
+        self.commands.call(lambda: self._flow.set_paused(what, False))
+
+    def paused(self) -> set[Direction]:
+        return set(self._flow.paused)

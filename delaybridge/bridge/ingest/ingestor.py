@@ -1,0 +1,240 @@
+"""Delay-topic records in: every record ends in exactly one place.
+
+:meth:`Ingestor.handle` takes one consumed batch. Each record is classified, the whole
+batch in one (compiled) pass that decides exactly as the contract's
+:func:`~delaybridge.contract.classify.classify`
+(:func:`~delaybridge.contract.classify.ingest_batch`: schedules come out as the
+TimerRecords to store), and then:
+
+- a :class:`Schedule` is appended to its partition's store (one ``append`` per run of
+  schedules of a partition); one that replaces by id is then also published to the
+  cancel topic as a replace (``bridge/cancels/requests.py``), once it is in the store;
+- a :class:`Cancel` is re-published to the cancel topic (``bridge/cancels/requests.py``);
+- a :class:`Rejected` record goes, unchanged, to the dead-letter topic with its reason.
+
+Whatever a record contains, nothing it makes the code raise escapes: anything raised
+while deciding about it dead-letters it as ``internal-error`` (it is kept, never lost,
+and the partition moves on); a record the store's format cannot hold, though classify
+let it through, is dead-lettered alone while the rest of its run is stored.
+
+Offsets stay contiguous: a batch's schedules are appended, one ``append`` per partition,
+*before* any side write of the batch starts, so the commit position
+(``bridge/commit/offsets.py``) never covers a schedule that is not in the store (commits happen
+between batches, never inside one). Interleaved orders and cancels therefore cost one
+append per batch, not one per order; the cancel topic's order does not matter (the
+cancel rule compares delay-topic timestamps and offsets, ``bridge/cancels/requests.py``).
+Schedules at offsets the store already holds (a re-read after a restart) are skipped;
+cancels, replaces and dead letters are written again (harmless duplicates).
+
+A run the store has no room for (disk full) is not lost: :meth:`Ingestor.handle`
+returns where to read its partition again from (its side writes from there on are not
+started: they are read again too), and the service seeks there and pauses ingest until
+there is room (``bridge/flow.py``). One owner thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import Message, TopicPartition
+
+from delaybridge.bridge.cancels.requests import CancelRequest
+from delaybridge.bridge.ingest.side_writes import SideWrite, SideWriter
+from delaybridge.bridge.observe.tally import Tally
+from delaybridge.bridge.partition.state import NO_SPACE, PartitionState, PartKey, Role
+from delaybridge.bridge.state.changelog import Changelog
+from delaybridge.connectors import headers_of
+from delaybridge.contract.classify import Cancel, Rejected, Run, ingest_batch
+from delaybridge.contract.dead_letters import dead_letter_headers
+from delaybridge.contract.reasons import Reason
+from delaybridge.contract.rules import HeaderRules
+from delaybridge.timerlog import Clock, TimerRecord
+from delaybridge.timerlog.errors import DelayTooLong, InvalidRecord
+
+log = logging.getLogger(__name__)
+
+
+class Ingestor:
+    def __init__(
+        self,
+        rules: HeaderRules,
+        side: SideWriter,
+        dead_letter_topic: str,
+        cancel_topic: str,
+        tally: Tally,
+        clock: Clock,
+        changelog: Changelog | None = None,
+    ) -> None:
+        self._changelog = changelog
+        self._rules = rules
+        self._side = side
+        self._dlt = dead_letter_topic
+        self._cancel_topic = cancel_topic
+        self._tally = tally
+        self._clock = clock
+
+    def handle(
+        self, messages: list[Message], parts: Mapping[PartKey, PartitionState]
+    ) -> list[TopicPartition]:
+        """Ingest one consumed batch. Returns where to read again: partitions whose
+        store had no room for a run (from its first record), empty when all went in."""
+        plan = ingest_batch(messages, self._rules, self._clock.now_ms(), partial(_upto, parts))
+        for msg in plan.errors:
+            err = msg.error()
+            if err.code() != RdKafkaError._PARTITION_EOF:
+                log.warning("consume error on %s [%s]: %s", msg.topic(), msg.partition(), err.str())
+        for key, msg, exc in plan.failures:
+            log.error("deciding about %s/%s/%s failed", *key, msg.offset(), exc_info=exc)
+        for key, msg, replace in plan.stored_replaces:  # stored before a crash; maybe not
+            self._publish_cancel(parts[key], msg, replace, replace=True)  # its replace
+        full: dict[PartKey, int] = {}
+        for key, run in plan.runs.items():
+            rewind = self._store_run(parts[key], run)
+            if rewind is not None:
+                full[key] = rewind
+        for key, writes in plan.later.items():
+            self._side_writes(parts[key], writes, full.get(key))
+        return [TopicPartition(t, p, offset) for (t, p), offset in full.items()]
+
+    def _side_writes(
+        self,
+        part: PartitionState,
+        writes: list[tuple[Message, Cancel | Rejected]],
+        rewind: int | None,
+    ) -> None:
+        """Start a partition's side writes of the batch, up to its rewind if it has one."""
+        for msg, decision in writes:
+            if rewind is not None and _offset(msg) >= rewind:
+                return  # read again after the rewind, with the run before it
+            if isinstance(decision, Cancel):
+                self._publish_cancel(part, msg, decision)
+            else:
+                self._dead_letter(part, msg, decision)
+
+    def _store_run(self, part: PartitionState, run: Run | None) -> int | None:
+        """Append a run; the offset to read again from if the disk had no room."""
+        if run is None:
+            return None
+        records, msgs, replaces = run
+        try:
+            encoded = part.store.append(records)
+        except (InvalidRecord, DelayTooLong):
+            self._store_one_by_one(part, records, msgs, set(map(id, replaces)))
+            return None
+        except OSError as exc:
+            if exc.errno not in NO_SPACE:
+                raise
+            log.warning(
+                "%s: no room to store %d records (%s); ingest pauses until there is",
+                part.name,
+                len(records),
+                exc,
+            )
+            return records[0].source_offset
+        part.offsets.handled(records[-1].source_offset)
+        self._tally.enqueued[part.topic] += len(records)
+        if self._changelog is not None:
+            self._changelog.stored(part, records, encoded)
+            self._changelog.removed_by_store(part)  # waiting cancels that matched at once
+        self._publish_replaces(part, records, msgs, set(map(id, replaces)))
+        return None
+
+    def _store_one_by_one(
+        self,
+        part: PartitionState,
+        records: list[TimerRecord],
+        msgs: list[Message],
+        replacing: set[int],
+    ) -> None:
+        """A record of the run does not fit the store: store the others, dead-letter it."""
+        for rec, msg in zip(records, msgs, strict=True):
+            try:
+                encoded = part.store.append([rec])
+            except (InvalidRecord, DelayTooLong) as exc:
+                reason = (
+                    Reason.DELAY_TOO_LONG if isinstance(exc, DelayTooLong) else Reason.BAD_HEADER
+                )
+                self._dead_letter(part, msg, Rejected(reason, str(exc)))
+                continue
+            part.offsets.handled(rec.source_offset)
+            self._tally.enqueued[part.topic] += 1
+            if self._changelog is not None:
+                self._changelog.stored(part, [rec], encoded)
+                self._changelog.removed_by_store(part)
+            self._publish_replaces(part, [rec], [msg], replacing)
+
+    def _publish_replaces(
+        self,
+        part: PartitionState,
+        records: list[TimerRecord],
+        msgs: list[Message],
+        replacing: set[int],
+    ) -> None:
+        """Publish the replaces of stored schedules (``replacing``: their messages' ids)."""
+        if not replacing:
+            return
+        for rec, msg in zip(records, msgs, strict=True):
+            if id(msg) in replacing:
+                self._publish_cancel(part, msg, Cancel(rec.id, rec.target_topic), replace=True)
+
+    def _publish_cancel(
+        self, part: PartitionState, msg: Message, cancel: Cancel, *, replace: bool = False
+    ) -> None:
+        request = CancelRequest(
+            cancel.id, cancel.target_topic, _origin(msg), msg.timestamp()[1], replace
+        )
+        self._side.write(
+            SideWrite(
+                part,
+                _offset(msg),
+                self._cancel_topic,
+                cancel.id.encode(),
+                request.encode(),
+                [],
+                shrinkable=False,
+            )
+        )
+        self._tally.cancels_published += not replace
+
+    def _dead_letter(self, part: PartitionState, msg: Message, rej: Rejected) -> None:
+        origin = _origin(msg)
+        log.info("dead-lettering %s: %s (%s)", origin, rej.reason.value, rej.detail[:200])
+        headers = dead_letter_headers(_readable_headers(msg), rej.reason, rej.detail, origin)
+        self._side.write(
+            SideWrite(
+                part, _offset(msg), self._dlt, msg.key(), msg.value(), headers, shrinkable=True
+            )
+        )
+        self._tally.dead_lettered[rej.reason] += 1
+
+
+def _readable_headers(msg: Message) -> list[tuple[str, bytes | None]]:
+    """The record's headers for its dead letter; none if librdkafka cannot read them (a
+    header name that is not UTF-8 raises): the record was rejected for that, as an
+    internal error naming it, and must reach the dead-letter topic all the same."""
+    try:
+        return headers_of(msg)
+    except Exception:
+        return []
+
+
+def _offset(msg: Message) -> int:
+    offset: Any = msg.offset()
+    return int(offset)
+
+
+def _origin(msg: Message) -> str:
+    return f"{msg.topic()}/{msg.partition()}/{msg.offset()}"
+
+
+def _upto(parts: Mapping[PartKey, PartitionState], key: PartKey) -> int | None:
+    """The highest offset of ``key`` already stored, or None when its records are not
+    ingested now (revoked meanwhile -- the next owner reads it -- or still restoring)."""
+    part = parts.get(key)
+    if part is None or part.revoking or part.role is not Role.ACTIVE:
+        return None
+    return part.stored_upto

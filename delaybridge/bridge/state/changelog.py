@@ -1,0 +1,317 @@
+"""Writing the changelog: every store change, in Kafka, so the store survives its pod.
+
+Format and keys: ``timerlog/changelog_codec.py``; topics: ``bridge/state/topics.py``.
+The rules (DESIGN §5; the protocol as numbered steps is in docs/architecture.md):
+
+1. a message stored from delay-topic offset N holds N back from the group's offset
+   commit (a :class:`Gate` per run of messages, through ``OffsetTracker``) until it is
+   safe elsewhere than this disk: its value acknowledged in the changelog under key
+   (N, generation), or the message itself delivered or cancelled (a parked copy whose
+   original was never written waits under the original's gate);
+2. values are written behind (:meth:`Changelog.write_behind`, at every flush): a value
+   goes out once its message has been in the store for ``changelog.write_behind_ms``
+   (default 5 s), so a message that left the store before needs neither a value nor a
+   tombstone; the price is a commit position up to that long behind (rule 1). Past
+   ``write_behind_max_records`` held, the older half of the storing partition's go out
+   (``WRITE_CHUNK`` per call); a handover, a shutdown and a transaction write all held;
+3. a message whose value was written gets a tombstone when it leaves the store
+   (delivered, dead-lettered, cancelled, parked again under generation + 1);
+4. a failed write is retried with backoff while the partition is ours (its gate holds);
+   once it moved away, the next owner re-reads from the committed offset;
+5. the acknowledged changelog offsets are kept per partition (:meth:`position`) and
+   the store's checkpoint remembers them: a restart catches up from there; and the
+   oldest value not acknowledged (``UNACKED_MARK``): a restart writes again from there;
+6. at every flush, the owner's delivery cursor goes out as a progress record
+   (:meth:`progress`): everything due up to it left the store, and the tombstones that
+   say so are before it in the partition; a warm standby drops those from its copy.
+
+Not thread-safe: the service's owner thread calls it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import Message
+
+from delaybridge.bridge.delivery.attempts import generation_of
+from delaybridge.bridge.partition.state import PartitionState, PartKey
+from delaybridge.bridge.produce.outbox import Outbox
+from delaybridge.bridge.produce.retry_queue import RetryQueue, backoff_ms
+from delaybridge.bridge.state.held_values import Gate, HeldValues
+from delaybridge.bridge.state.topics import ChangelogTopics
+from delaybridge.errors import IntegrityError
+from delaybridge.timerlog import Clock, TimerRecord
+from delaybridge.timerlog.changelog_codec import ID_HEADER, PROGRESS, PROGRESS_KEY, key_of, value_of
+from delaybridge.timerlog.commit_format import EncodedBatch
+
+log = logging.getLogger(__name__)
+SEEDING_MARK = "changelog_seeding"  # bridge/state/restorer.py reads it too
+UNACKED_MARK = "changelog_unacked"  # the oldest value not acknowledged at a flush
+WRITE_CHUNK = 10_000  # values written behind per partition and call: no burst in flight
+
+
+class Changelog:
+    """The changelog writer of one sidecar (see the module docstring)."""
+
+    def __init__(
+        self,
+        topics: ChangelogTopics,
+        outbox: Outbox,
+        retries: RetryQueue,
+        clock: Clock,
+        max_in_flight: int = 0,
+    ) -> None:
+        """``max_in_flight``: values written by age wait while the producer has that
+        many records in flight (0: never wait)."""
+        self.topics = topics
+        self._max_in_flight = max_in_flight
+        self._outbox = outbox
+        self._retries = retries
+        self._clock = clock
+        self._acked: dict[PartKey, int] = {}
+        self._held = HeldValues(topics.settings.write_behind_max_records)
+        self._progress: dict[PartKey, int] = {}
+        self._behind_ms = topics.settings.write_behind_ms
+
+    def position(self, part: PartitionState) -> int | None:
+        """The highest acknowledged changelog offset of ``part`` written by us."""
+        return self._acked.get(part.key)
+
+    def unacked_from(self, part: PartitionState) -> int | None:
+        return self._held.unacked_from(part.key)  # see HeldValues.unacked_from
+
+    def stored(
+        self,
+        part: PartitionState,
+        records: list[TimerRecord],
+        encoded: EncodedBatch,
+        *,
+        gate_offset: bool = True,
+        at_once: bool = False,
+        gate: Gate | None = None,
+    ) -> None:
+        """``records`` were appended to ``part``'s store (as ``encoded``): their values
+        are held (rule 2), or written now (``at_once``: a copy whose old one is
+        tombstoned next, so a store rebuilt from the changelog never holds neither).
+        ``gate_offset`` (ingest): their delay-topic offsets wait for them (rule 1);
+        ``gate``: they wait under this one instead (a parked copy, its original's)."""
+        if gate is None:
+            first = records[0].source_offset if gate_offset else -1
+            gate = Gate(part, first, len(records))
+            if gate_offset:
+                part.offsets.produce_started(first)
+        keys = [key_of(rec.source_offset, generation_of(rec)) for rec in records]
+        assert encoded.positions is not None, "a batch the store appended has positions"
+        positions: list[int] = encoded.positions.tolist()
+        if at_once:  # after any value held of an offset it names (see write_through)
+            self.write_through(part, max(rec.source_offset for rec in records))
+            topic = self.topics.topic_for(part.topic)
+            for key, raw, at in zip(keys, encoded.records(), positions, strict=True):
+                self.send_value(part, topic, key, value_of(raw), gate, 0, at)
+            return
+        if self._held.hold(part.key, keys, positions, gate, self._clock.now_ms()):
+            # Too many held in all: the older half of this partition's goes out now.
+            self.write(part, most=max(1, min(self._held.held(part.key) // 2, WRITE_CHUNK)))
+
+    def write(
+        self, part: PartitionState, stored_by_ms: int | None = None, most: int | None = None
+    ) -> int:
+        """Write ``part``'s held values (rule 2), oldest first, stored by ``stored_by_ms``,
+        at most ``most``; returns how many."""
+        out = self._held.take(part.key, stored_by_ms, most)
+        if out and not part.closed:
+            self._send_held(part, out)
+        return len(out)
+
+    def write_through(self, part: PartitionState, offset: int) -> None:
+        """Write the held values of offsets up to ``offset`` ahead of a value written at
+        once that names it: a rebuilt store skips the delay-topic records up to the
+        highest offset its changelog names (docs/architecture.md, "Changelog")."""
+        out = self._held.take_through(part.key, offset)
+        if out and not part.closed:
+            self._send_held(part, out)
+
+    def _send_held(self, part: PartitionState, out: list[tuple[bytes, int, Gate]]) -> None:
+        topic = self.topics.topic_for(part.topic)
+        read = part.store.commit_log.raw  # the record is pending: its segment is there
+        for key, position, gate in out:
+            try:
+                value = value_of(read(position))
+            except IntegrityError as exc:  # gone or damaged: delivery deals with it
+                log.error(
+                    "%s: cannot write the value at %d to the changelog: %s",
+                    part.name,
+                    position,
+                    exc,
+                )
+                gate.done()
+                continue
+            self.send_value(part, topic, key, value, gate, 0, position)
+
+    def write_all(self, parts: list[PartitionState]) -> None:
+        """Write every held value of ``parts`` (a handover, a shutdown, a transaction)."""
+        for part in parts:
+            self.write(part)
+
+    def write_behind(self, parts: list[PartitionState]) -> None:
+        """Write the values held for ``changelog.write_behind_ms`` or longer (rule 2),
+        as far as the producer has room: with ``max_in_flight`` records in flight
+        (deliveries draining a burst), they wait for a later flush, and the messages
+        delivered meanwhile need neither a value nor a tombstone."""
+        if not self._held:
+            return
+        room = WRITE_CHUNK * len(parts)
+        if self._max_in_flight:
+            room = self._max_in_flight - self._outbox.in_flight
+        stored_by_ms = self._clock.now_ms() - self._behind_ms
+        for part in parts:
+            if room <= 0:
+                return
+            room -= self.write(part, stored_by_ms, min(room, WRITE_CHUNK))
+
+    def progress(self, part: PartitionState) -> None:
+        """Write ``part``'s delivery cursor tick when it moved (rule 6); best effort:
+        a lost one is superseded by the next."""
+        tick = part.store.delivered_through_ms
+        if tick <= self._progress.get(part.key, -1):
+            return
+        self._progress[part.key] = tick
+        topic = self.topics.topic_for(part.topic)
+        on_delivery = partial(self._progress_outcome, part)
+        self._outbox.send(
+            topic, PROGRESS.pack(tick), PROGRESS_KEY, None, on_delivery, part.partition
+        )
+
+    def _progress_outcome(
+        self, part: PartitionState, err: RdKafkaError | None, msg: Message | None
+    ) -> None:
+        """A progress record's offset counts in the position (rule 5): a store whose
+        messages all left within the window writes nothing else (no position: rebuilt)."""
+        if err is None:
+            self._note_acked(part, msg)
+
+    def send_value(
+        self,
+        part: PartitionState,
+        topic: str,
+        key: bytes,
+        value: bytes,
+        gate: Gate,
+        fails: int = 0,
+        position: int = -1,
+    ) -> bool:
+        """Write one value (rule 4: retried with backoff while ``part`` is ours); its
+        ack resolves one of ``gate``. ``position``: its record's, until the ack."""
+        if part.closed:
+            return True
+        if position >= 0:
+            self._held.sent(part.key, key, position)
+        on_delivery = partial(self._value_outcome, part, topic, key, value, gate, fails)
+        if not self._outbox.send(topic, value, key, None, on_delivery, part.partition):
+            self._later(fails, partial(self.send_value, part, topic, key, value, gate, fails))
+        return True
+
+    def _value_outcome(
+        self,
+        part: PartitionState,
+        topic: str,
+        key: bytes,
+        value: bytes,
+        gate: Gate,
+        fails: int,
+        err: RdKafkaError | None,
+        msg: Message | None,
+    ) -> None:
+        if err is None:
+            gate.done()
+            self._held.acked(part.key, key)
+            self._note_acked(part, msg)
+            return
+        if part.closed:
+            return  # rule 4
+        log.warning("changelog write of %s failed: %s; retrying", part.name, err.str())
+        retry = partial(self.send_value, part, topic, key, value, gate, fails + 1)
+        self._later(fails + 1, retry)
+
+    def removed(self, part: PartitionState, rec: TimerRecord) -> None:
+        """``rec`` left ``part``'s store: drop its unwritten value, or tombstone it."""
+        key = key_of(rec.source_offset, generation_of(rec))
+        gate = self._held.drop(part.key, key)
+        if gate is not None:
+            gate.done()  # safe now without ever being written
+            return
+        self._send_tombstone(part, self.topics.topic_for(part.topic), key, rec.id, 0)
+
+    def moved(
+        self,
+        part: PartitionState,
+        old: TimerRecord,
+        records: list[TimerRecord],
+        encoded: EncodedBatch,
+    ) -> None:
+        """``records`` (a parked copy) replace ``old``. ``old``'s value never written:
+        it is forgotten, the new one held under its gate (the delay-topic offset waits
+        for the copy: released, it was committed past a copy only this disk held); else
+        the new one is written at once, ahead of ``old``'s tombstone, so a store rebuilt
+        from the changelog never holds neither."""
+        key = key_of(old.source_offset, generation_of(old))
+        gate = self._held.drop(part.key, key)
+        if gate is not None:
+            self.stored(part, records, encoded, gate=gate)
+            return
+        self.stored(part, records, encoded, gate_offset=False, at_once=True)
+        self._send_tombstone(part, self.topics.topic_for(part.topic), key, old.id, 0)
+
+    def removed_by_store(self, part: PartitionState) -> None:
+        """Tombstone what the store's cancels removed since the last call."""
+        for rec in part.store.take_removed():
+            self.removed(part, rec)
+
+    def _send_tombstone(
+        self, part: PartitionState, topic: str, key: bytes, id: str, fails: int
+    ) -> bool:
+        if part.closed:
+            return True
+        on_delivery = partial(self._tombstone_outcome, part, topic, key, id, fails)
+        headers: list[tuple[str, str | bytes | None]] = [(ID_HEADER, id.encode())]
+        if not self._outbox.send(topic, None, key, headers, on_delivery, part.partition):
+            self._later(fails, partial(self._send_tombstone, part, topic, key, id, fails))
+        return True
+
+    def _tombstone_outcome(
+        self,
+        part: PartitionState,
+        topic: str,
+        key: bytes,
+        id: str,
+        fails: int,
+        err: RdKafkaError | None,
+        msg: Message | None,
+    ) -> None:
+        if err is None:
+            self._note_acked(part, msg)
+            return
+        if part.closed:
+            return  # rule 4
+        log.warning("changelog tombstone of %s failed: %s; retrying", part.name, err.str())
+        self._later(fails + 1, partial(self._send_tombstone, part, topic, key, id, fails + 1))
+
+    def _note_acked(self, part: PartitionState, msg: Message | None) -> None:
+        offset: Any = msg.offset() if msg is not None else None
+        if offset is not None and offset >= 0:
+            key = part.key
+            if offset > self._acked.get(key, -1):
+                self._acked[key] = offset
+
+    def _later(self, failures: int, run: Callable[[], bool]) -> None:
+        self._retries.at(self._clock.now_ms() + backoff_ms(failures), run)
+
+    def forget(self, part: PartitionState) -> None:
+        self._acked.pop(part.key, None)
+        self._held.forget(part.key)
+        self._progress.pop(part.key, None)

@@ -1,0 +1,38 @@
+"""Stable reason codes for dead-lettered records (header ``delay-error``, metric label)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    """Why a record went to the dead-letter topic. The values are a public contract."""
+
+    MISSING_TARGET = "missing-target"
+    BAD_TARGET = "bad-target"
+    TARGET_IS_DELAY_TOPIC = "target-is-delay-topic"
+    BAD_PARTITION = "bad-partition"
+    BAD_TIME = "bad-time"
+    CONFLICTING_TIME = "conflicting-time"
+    DELAY_TOO_LONG = "delay-too-long"
+    UNKNOWN_DELAY_LEVEL = "unknown-delay-level"
+    BAD_HEADER = "bad-header"
+    TARGET_TOPIC_MISSING = "target-topic-missing"
+    TARGET_PARTITION_MISSING = "target-partition-missing"
+    RECORD_TOO_LARGE = "record-too-large"
+    DELIVERY_FAILED = "delivery-failed"
+    TARGET_UNAVAILABLE = "target-unavailable"
+    """The target kept failing with retryable errors (broker down, timeouts) for longer
+    than ``delivery.retry_unavailable_ms``."""
+    BAD_RECURRENCE = "bad-recurrence"
+    """Recurring-schedule headers that cannot make a series: an unparseable cron, an
+    unknown time zone, cron and interval together, an interval under 1 s, a count
+    below 1, an end before the first occurrence (``contract/series.py``)."""
+    CLOCK_SKEW = "clock-skew"
+    """A CreateTime too far from the sidecar's clock, with ``timestamp_policy: dead-letter``."""
+    STORE_CORRUPT = "store-corrupt"
+    """The stored copy failed its CRC when read for delivery: what could be read of it
+    (id, target, key, headers, origin; never the value) is dead-lettered, and the
+    detail names the file and offset (``timerlog/quarantine.py``)."""
+    INTERNAL_ERROR = "internal-error"
+    """Handling the record raised something unexpected (a bug): it is kept, not lost."""

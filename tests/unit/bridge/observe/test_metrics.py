@@ -1,0 +1,180 @@
+"""The sidecar's metrics: names, labels, batch updates, and the batch lateness histogram."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from delaybridge.bridge.admin.control import Direction
+from delaybridge.bridge.observe.labels import OTHER, LabelBudget
+from delaybridge.bridge.observe.lateness import LATENESS_BUCKETS_S
+from delaybridge.bridge.observe.metrics import Metrics
+from delaybridge.contract.reasons import Reason
+
+LATENESS = "delaybridge_delivery_lateness_seconds"
+
+
+@pytest.fixture
+def m() -> Metrics:
+    return Metrics(process=False)
+
+
+def value(m: Metrics, name: str, **labels: str) -> float | None:
+    return m.registry.get_sample_value(name, labels)
+
+
+def test_counters_take_a_batch_count(m: Metrics) -> None:
+    m.enqueued("delay", 500)
+    m.enqueued("delay", 2)
+    m.delivered("orders", 7)
+    m.cancelled(3)
+    m.cancel_unknown()
+    m.dead_lettered(Reason.BAD_TIME, 4)
+    m.rolled(8)
+    m.delivery_retried(Reason.TARGET_TOPIC_MISSING, 9)
+    assert value(m, "delaybridge_enqueued_total", delay_topic="delay") == 502
+    assert value(m, "delaybridge_delivered_total", target_topic="orders") == 7
+    assert value(m, "delaybridge_cancelled_total") == 3
+    assert value(m, "delaybridge_cancel_unknown_total") == 1
+    assert value(m, "delaybridge_dead_lettered_total", reason="bad-time") == 4
+    assert value(m, "delaybridge_rolled_total") == 8
+    assert value(m, "delaybridge_delivery_retries_total", reason="target-topic-missing") == 9
+
+
+def test_every_dead_letter_reason_is_exported_from_the_start(m: Metrics) -> None:
+    for reason in Reason:
+        assert value(m, "delaybridge_dead_lettered_total", reason=reason.value) == 0
+
+
+def test_lateness_buckets_are_le_inclusive_and_cumulative(m: Metrics) -> None:
+    # 100 ms exactly belongs to le="0.1"; 100.5 ms to the next bucket; 70 s only to +Inf.
+    m.observe_lateness_ms(np.array([0, 5, 100, 100.5, 70_000]))
+    m.observe_lateness_ms([20])
+    assert value(m, LATENESS + "_bucket", le="0.005") == 2
+    assert value(m, LATENESS + "_bucket", le="0.025") == 3
+    assert value(m, LATENESS + "_bucket", le="0.1") == 4
+    assert value(m, LATENESS + "_bucket", le="0.125") == 5
+    assert value(m, LATENESS + "_bucket", le="60.0") == 5
+    assert value(m, LATENESS + "_bucket", le="+Inf") == 6
+    assert value(m, LATENESS + "_count") == 6
+    assert value(m, LATENESS + "_sum") == pytest.approx(70.2255)
+
+
+def test_lateness_matches_a_per_value_model(m: Metrics) -> None:
+    rng = np.random.default_rng(7)
+    values = rng.exponential(80.0, size=10_000)
+    m.observe_lateness_ms(values)
+    for bound in LATENESS_BUCKETS_S:
+        expected = int(np.count_nonzero(values <= bound * 1000))
+        assert value(m, LATENESS + "_bucket", le=repr(bound)) == expected
+
+
+def test_early_deliveries_are_counted_and_recorded_as_zero(m: Metrics) -> None:
+    m.observe_lateness_ms([-3, -1, 10])
+    assert value(m, "delaybridge_early_deliveries_total") == 2
+    assert value(m, LATENESS + "_bucket", le="0.005") == 2
+    assert value(m, LATENESS + "_sum") == pytest.approx(0.01)
+
+
+def test_empty_batch_changes_nothing(m: Metrics) -> None:
+    m.observe_lateness_ms([])
+    assert value(m, LATENESS + "_count") == 0
+
+
+def test_pending_snapshot_replaces_the_previous_one(m: Metrics) -> None:
+    m.set_pending({"a": 3, "b": 4})
+    m.set_pending({"b": 1, "c": 2})
+    assert value(m, "delaybridge_pending_messages", target_topic="a") is None
+    assert value(m, "delaybridge_pending_messages", target_topic="b") == 1
+    assert value(m, "delaybridge_pending_messages", target_topic="c") == 2
+
+
+def test_topic_labels_beyond_the_budget_fold_into_other() -> None:
+    m = Metrics(topic_labels=2, process=False)
+    m.set_pending({"a": 1, "b": 2, "c": 3, "d": 4})
+    m.delivered("e", 5)
+    assert value(m, "delaybridge_pending_messages", target_topic="a") == 1
+    assert value(m, "delaybridge_pending_messages", target_topic=OTHER) == 7
+    assert value(m, "delaybridge_delivered_total", target_topic=OTHER) == 5
+
+
+def test_label_budget_keeps_values_it_has_seen() -> None:
+    budget = LabelBudget(1)
+    assert budget("x") == "x"
+    assert budget("y") == OTHER
+    assert budget("x") == "x"
+
+
+def test_partition_gauges_and_forget(m: Metrics) -> None:
+    m.partitions.set_store_bytes("delay", 3, 4096)
+    m.partitions.set_consumer_lag("delay", 3, 12)
+    m.partitions.store_recovered("delay", 3, 0.25)
+    assert value(m, "delaybridge_store_bytes", topic="delay", partition="3") == 4096
+    assert value(m, "delaybridge_consumer_lag_messages", topic="delay", partition="3") == 12
+    assert value(m, "delaybridge_store_recovery_seconds", topic="delay", partition="3") == 0.25
+    m.partitions.forget("delay", 3)
+    m.partitions.forget("delay", 9)  # never set: no error
+    assert value(m, "delaybridge_store_bytes", topic="delay", partition="3") is None
+    assert value(m, "delaybridge_consumer_lag_messages", topic="delay", partition="3") is None
+
+
+def test_scalar_gauges(m: Metrics) -> None:
+    m.set_wheel_read_lag_seconds(0.4)
+    m.set_in_flight(10)
+    m.set_delivery_backlog(20)
+    m.set_backpressure(True)
+    m.backpressure_paused()
+    m.set_assigned_partitions(6)
+    m.heartbeat(1234.5)
+    assert value(m, "delaybridge_wheel_read_lag_seconds") == 0.4
+    assert value(m, "delaybridge_in_flight_messages") == 10
+    assert value(m, "delaybridge_delivery_backlog_messages") == 20
+    assert value(m, "delaybridge_backpressure_active") == 1
+    assert value(m, "delaybridge_backpressure_pauses_total") == 1
+    assert value(m, "delaybridge_assigned_partitions") == 6
+    assert value(m, "delaybridge_loop_heartbeat_timestamp_seconds") == 1234.5
+
+
+def test_paused_gauge_shows_both_directions(m: Metrics) -> None:
+    assert value(m, "delaybridge_paused", direction="enqueue") == 0
+    m.set_paused({Direction.DEQUEUE})
+    assert value(m, "delaybridge_paused", direction="enqueue") == 0
+    assert value(m, "delaybridge_paused", direction="dequeue") == 1
+
+
+def test_two_sidecars_in_one_process_do_not_collide() -> None:
+    first, second = Metrics(), Metrics()
+    first.cancelled(2)
+    assert value(first, "delaybridge_cancelled_total") == 2
+    assert value(second, "delaybridge_cancelled_total") == 0
+    assert second.registry.get_sample_value("process_resident_memory_bytes") is not None
+
+
+def test_exposition_parses_and_names_carry_units(m: Metrics) -> None:
+    m.enqueued("delay")
+    m.delivered("orders")
+    m.observe_lateness_ms([1])
+    m.set_pending({"orders": 1})
+    m.partitions.set_store_bytes("delay", 0, 1)
+    m.partitions.set_consumer_lag("delay", 0, 1)
+    families = {
+        f.name for f in text_string_to_metric_families(generate_latest(m.registry).decode())
+    }
+    for name in (
+        "delaybridge_pending_messages",
+        "delaybridge_enqueued",
+        "delaybridge_delivered",
+        "delaybridge_cancelled",
+        "delaybridge_cancel_unknown",
+        "delaybridge_dead_lettered",
+        LATENESS,
+        "delaybridge_wheel_read_lag_seconds",
+        "delaybridge_store_bytes",
+        "delaybridge_consumer_lag_messages",
+        "delaybridge_in_flight_messages",
+        "delaybridge_paused",
+        "delaybridge_build_info",
+    ):
+        assert name in families, name
