@@ -21,13 +21,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from enum import StrEnum
 
 from confluent_kafka import TopicPartition
 
-from delaybridge.bridge.admin.control import Direction
 from delaybridge.connectors.edge import ConsumerEdge
 
 log = logging.getLogger(__name__)
+
+
+class Direction(StrEnum):
+    """What can be paused at runtime. The values appear in URLs and metric labels."""
+
+    #: Consuming the delay topics (new delayed messages are not stored; Kafka keeps them).
+    ENQUEUE = "enqueue"
+    #: Delivering due messages (they stay pending and go out late, never lost).
+    DEQUEUE = "dequeue"
 
 
 class FlowControl:

@@ -4,25 +4,27 @@ One loop turn (:meth:`Service.turn`):
 
 1. run the operator's commands queued by the HTTP thread (``bridge/admin/commands.py``);
 2. consume a batch from the delay topics (rebalance callbacks run here: an assigned
-   partition's store is opened/recovered, a revoked one drained, flushed and closed:
+   partition's store is opened/recovered, a revoked one handed over and closed:
    ``bridge/ownership.py``);
 3. ingest it: schedules into the stores, cancels to the cancel topic, bad input to the
    dead-letter topic (``bridge/ingest/ingestor.py``);
-4. apply cancels read from the cancel topic to every store (``bridge/cancels/requests.py``);
+4. apply cancels read from the cancel topic to every store (``bridge/cancels/ledger.py``);
 5. restore a slice of every partition still restoring from its changelog
    (``bridge/state/restore_hook.py``), retry what failed and is due again
-   (``bridge/produce/retry_queue.py``), then deliver what is due, within the in-flight bound
-   (``bridge/delivery/deliverer.py``);
+   (``bridge/produce/retry_queue.py``), then deliver what is due, within the in-flight
+   bound (``bridge/delivery/deliverer.py``);
 6. serve delivery reports (``bridge/produce/outbox.py``): acks resolve batches, failures retry.
 
-Every ``flush_interval_ms``: flush the stores, then commit the delay-topic offsets they
-cover (never ahead of the data, DESIGN §4) — in exactly-once mode, every
-``transaction_interval_ms``: commit the transaction, then flush (``exactly_once.py``);
-publish metrics (``telemetry.py``), re-evaluate flow control (``flow.py``).
+Every ``store.flush_interval_ms`` (exactly-once mode: every
+``delivery.transaction_interval_ms``) the commit point checkpoints (``bridge/commit/``:
+at-least-once, the stores are flushed and then the offsets they cover committed;
+exactly-once, the transaction commits and then the stores are flushed); then the
+metrics are published (``telemetry.py``) and flow control re-evaluated (``flow.py``).
 
-SIGTERM (or :meth:`stop`) ends the loop: ingest stops, in-flight deliveries are awaited
-for up to ``shutdown_grace_ms``, stores flushed, offsets committed, clients closed. Only
-this thread touches stores; the HTTP thread goes through :attr:`Service.control`.
+SIGTERM (or :meth:`stop`) ends the loop: ingest stops, the commit point's final
+checkpoint awaits in-flight records for up to ``shutdown_grace_ms``, then the consumer
+closes (its partitions are handed over) and the stores close. Only this thread touches
+stores; the HTTP thread goes through :attr:`Service.control`.
 """
 
 from __future__ import annotations
@@ -39,9 +41,12 @@ from confluent_kafka import TopicPartition
 
 from delaybridge.bridge.admin.commands import AdminControl
 from delaybridge.bridge.cancels.feed import CancelFeed
-from delaybridge.bridge.cancels.requests import CancelLedger
-from delaybridge.bridge.commit.exactly_once import ExactlyOnce, eos_parts
+from delaybridge.bridge.cancels.ledger import CancelLedger
+from delaybridge.bridge.commit.at_least_once import AtLeastOnce
+from delaybridge.bridge.commit.exactly_once import ExactlyOnce
+from delaybridge.bridge.commit.point import CommitPoint
 from delaybridge.bridge.commit.results import CommitResults
+from delaybridge.bridge.commit.transactions import TransactionFatal, Transactions
 from delaybridge.bridge.delivery.deliverer import Deliverer
 from delaybridge.bridge.flow import FlowControl
 from delaybridge.bridge.ingest.ingestor import Ingestor
@@ -49,14 +54,22 @@ from delaybridge.bridge.ingest.side_writes import SideWriter
 from delaybridge.bridge.observe.metrics import Metrics
 from delaybridge.bridge.observe.tally import Tally
 from delaybridge.bridge.ownership import Partitions
+from delaybridge.bridge.partition.state import PartitionState, PartKey
 from delaybridge.bridge.produce.outbox import Outbox
+from delaybridge.bridge.produce.poison import ExactlyOnceGuard, Poisoned, TargetCheck
+from delaybridge.bridge.produce.resend import Resender
 from delaybridge.bridge.produce.retry_queue import RetryQueue
 from delaybridge.bridge.state import assembly
+from delaybridge.bridge.state.changelog import Changelog
 from delaybridge.bridge.telemetry import Telemetry
-from delaybridge.bridge.tuning import CONSUMER_OVERRIDES, producer_overrides, store_settings_for
-from delaybridge.bridge.workers.identity import suffix
+from delaybridge.bridge.tuning import (
+    CONSUMER_OVERRIDES,
+    producer_overrides,
+    store_settings_for,
+    suffix,
+)
 from delaybridge.connectors import KafkaClients, ensure_topics
-from delaybridge.connectors.edge import ClientFactory
+from delaybridge.connectors.edge import ClientFactory, ConsumerEdge, ProducerEdge
 from delaybridge.contract.rules import HeaderRules
 from delaybridge.settings import Settings
 from delaybridge.timerlog import SYSTEM_CLOCK, Clock
@@ -68,8 +81,8 @@ class Service:
     """The running sidecar. Build it, call :meth:`run` (blocks), :meth:`stop` from anywhere.
 
     ``clients``: the Kafka clients (default: from ``settings.kafka``; tests: fakes);
-    ``worker``: this worker process's index (``workers.py``). Building it makes no
-    network call; :meth:`run` creates topics and joins the group.
+    ``worker``: this worker process's index (``workers/identity.py``). Building it makes
+    no network call; :meth:`run` creates topics and joins the group.
     """
 
     def __init__(
@@ -84,18 +97,18 @@ class Service:
         self.clock = clock
         self.metrics = Metrics()
         self.store_settings = store_settings_for(s)
-        rules = HeaderRules.from_settings(s)
+        self._stop = threading.Event()
         self._clients: ClientFactory = clients or KafkaClients(s.kafka)
         self.tally = Tally()
         self.retries = RetryQueue()
         on_error = {"error_cb": self._client_error}
         make_producer = partial(self._clients.producer, producer_overrides(s) | on_error)
         self.outbox = Outbox(make_producer())
-        self.commits = CommitResults()  # refused offset commits are sent again (commits.py)
+        self.resender = Resender(self.outbox, self.retries, clock)
+        self.commits = CommitResults()  # refused offset commits are sent again
         self.consumer = self._clients.consumer(CONSUMER_OVERRIDES | on_error | self.commits.conf)
-        self.transactions, poisoned, guard = eos_parts(
-            s, self.outbox, self.consumer, self.metrics, make_producer
-        )
+        self.transactions = _transactions(s, self.outbox, self.metrics, make_producer)
+        poisoned = None if self.transactions is None else Poisoned()
         self.flow = FlowControl(
             s.store.max_pending_messages,
             s.max_delivery_backlog,
@@ -122,7 +135,7 @@ class Service:
             s,
             self._clients,
             self.outbox,
-            self.retries,
+            self.resender,
             clock,
             self.admin,
             self.flow,
@@ -131,36 +144,33 @@ class Service:
         self.changelog = state.changelog if state is not None else None
         removed = self.changelog.removed_by_store if self.changelog is not None else None
         self.ledger = CancelLedger(grace_ms, self.tally, on_removed=removed)
+        owned: dict[PartKey, PartitionState] = {}
+        self.commits.owned = owned
+        self.commit = self._commit_point(owned, self.changelog)
         self.partitions = Partitions(
+            owned,
+            self.commit,
             s.store.data_dir,
             self.store_settings,
             clock,
-            self.outbox,
             self.metrics,
             self.flow,
-            s.shutdown_grace_ms / 1000,
+            self.feed,
+            state.restoring if state is not None else None,
+            state.standbys if state is not None else None,
         )
-        self.partitions.feed = self.feed
-        self.commits.owned = self.partitions.by_key
-        if state is not None:
-            self.partitions.restoring = state.restoring
-            self.partitions.standbys = state.standbys
         dlt = s.dead_letter_topic
-        side = SideWriter(self.outbox, self.retries, clock, poisoned)
+        side = SideWriter(self.resender, poisoned)
+        rules = HeaderRules.from_settings(s)
         self.ingestor = Ingestor(
             rules, side, dlt, s.cancel_topic, self.tally, clock, self.changelog
         )
+        guard = None
+        if poisoned is not None:
+            guard = ExactlyOnceGuard(poisoned, TargetCheck(self.consumer.list_topics))
         self.deliverer = Deliverer(
-            self.outbox, s.delivery, dlt, clock, self.tally, self.retries, self.changelog, guard
+            self.outbox, s.delivery, dlt, clock, self.tally, self.resender, self.changelog, guard
         )
-        txns = self.transactions
-        changelog = self.changelog
-        self.exactly_once = (
-            None
-            if txns is None or changelog is None
-            else ExactlyOnce(self.partitions, self.outbox, txns, changelog)
-        )
-        self.partitions.transaction = self.exactly_once
         self.telemetry = Telemetry(
             self.metrics,
             self.tally,
@@ -177,10 +187,29 @@ class Service:
             self.flow,
             clock,
         )
-        self._stop = threading.Event()
         self._checkpoint_ms = (
-            s.delivery.transaction_interval_ms if self.exactly_once else s.store.flush_interval_ms
+            s.delivery.transaction_interval_ms
+            if isinstance(self.commit, ExactlyOnce)
+            else s.store.flush_interval_ms
         )
+
+    def _commit_point(
+        self, owned: dict[PartKey, PartitionState], changelog: Changelog | None
+    ) -> CommitPoint:
+        """Exactly-once mode's commit point when it is on (it needs the changelog), else
+        at-least-once mode's (``bridge/commit/``)."""
+        if self.transactions is not None and changelog is not None:
+            return ExactlyOnce(
+                owned,
+                self.outbox,
+                self.flow,
+                self.transactions,
+                changelog,
+                self.feed,
+                self._stop.wait,
+            )
+        grace_s = self.settings.shutdown_grace_ms / 1000
+        return AtLeastOnce(owned, self.outbox, self.flow, grace_s, changelog, self.feed)
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -261,10 +290,7 @@ class Service:
 
     def checkpoint(self) -> None:
         """Every flush interval: durability, then metrics and flow control."""
-        if self.exactly_once is not None:
-            self._commit_transaction()
-        elif self.partitions.commit_at_least_once(self.consumer):
-            self.feed.save()  # after the stores its cancels went to are flushed
+        self._checkpoint(self.commit.checkpoint)
         load = self.telemetry.publish(self.partitions, self.consumer, self.outbox.in_flight)
         free = shutil.disk_usage(self.settings.store.data_dir).free
         self.metrics.set_store_free_bytes(free)
@@ -275,14 +301,16 @@ class Service:
         if self.flow.update(load.pending, backlog, free):
             self.metrics.backpressure_paused()
 
-    def _commit_transaction(self) -> None:
-        """Exactly-once mode's checkpoint (``bridge/commit/exactly_once.py``): commit, or abort
-        and restart every partition from the last commit (backing off when it repeats)."""
-        assert self.exactly_once is not None
-        fatal = self.exactly_once.checkpoint(self.consumer, self._stop.wait)
-        if fatal is not None:
-            log.critical("%s; stopping", fatal)
-            self.control.fail(fatal)
+    def _checkpoint(self, run: Callable[[ConsumerEdge], bool]) -> None:
+        """Run one of the commit point's checkpoints; after an aborted transaction,
+        restart every owned partition from the last commit; when the transactional
+        producer can never commit again, report unhealthy and stop."""
+        try:
+            if not run(self.consumer):
+                self.partitions.restart(self.consumer)
+        except TransactionFatal as exc:
+            log.critical("%s; stopping", exc)
+            self.control.fail(str(exc))
             self.stop()
 
     def _rewind(self, full: list[TopicPartition]) -> None:
@@ -327,12 +355,30 @@ class Service:
         assignment = self.consumer.assignment()
         if assignment:
             self.consumer.pause(assignment)
-        if self.exactly_once is not None:
-            self._commit_transaction()
-        elif self.partitions.commit_at_least_once(self.consumer, deadline):
-            self.feed.save()
+        self._checkpoint(partial(self.commit.final, deadline_s=deadline))
         self.consumer.close()  # revokes: stores flushed, offsets committed, closed
         self.partitions.close_all()
         self.feed.close()
         self.control.commands.stop()
         log.info("sidecar stopped")
+
+
+def _transactions(
+    settings: Settings,
+    outbox: Outbox,
+    metrics: Metrics,
+    make_producer: Callable[[], ProducerEdge],
+) -> Transactions | None:
+    """Exactly-once mode's transaction, joined to the Outbox (None in at-least-once
+    mode). ``make_producer`` builds another transactional producer like the Outbox's,
+    should one have to be replaced (``bridge/commit/transactions.py``)."""
+    if not settings.delivery.exactly_once:
+        return None
+
+    def renew() -> ProducerEdge:
+        outbox.producer = make_producer()
+        return outbox.producer
+
+    txns = Transactions(outbox.producer, settings.delivery.transaction_timeout_ms, metrics, renew)
+    outbox.transactions = txns
+    return txns

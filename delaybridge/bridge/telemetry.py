@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from delaybridge.bridge.observe.metrics import Metrics
 from delaybridge.bridge.observe.tally import Tally
 from delaybridge.bridge.partition.state import PartitionState
-from delaybridge.bridge.state.restore_hook import Restoring
+from delaybridge.bridge.state.restore_hook import RestoreHook
 from delaybridge.bridge.state.standby import Standbys
 from delaybridge.connectors.edge import ConsumerEdge
 
@@ -39,7 +39,7 @@ class Telemetry:
         self,
         metrics: Metrics,
         tally: Tally,
-        restoring: Restoring | None = None,
+        restoring: RestoreHook | None = None,
         standbys: Standbys | None = None,
         replace_waits: Sized | None = None,
     ) -> None:

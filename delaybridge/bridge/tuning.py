@@ -59,3 +59,8 @@ def producer_overrides(settings: Settings) -> dict[str, Any]:
         # In flight is bounded by max_in_flight_records; cap the bytes too.
         "queue.buffering.max.kbytes": 65_536,
     }
+
+
+def suffix(index: int) -> str:
+    """What worker ``index`` appends to the names it must not share ("" for worker 0)."""
+    return "" if index == 0 else f"-w{index}"

@@ -16,6 +16,7 @@ docs/storage.md.
 """
 
 from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
+from delaybridge.timerlog.marks import StoreMarks
 from delaybridge.timerlog.records import (
     Cancel,
     DamagedRecord,
@@ -38,6 +39,7 @@ __all__ = [
     "Headers",
     "ManualClock",
     "StoreCounters",
+    "StoreMarks",
     "StoreSettings",
     "StoreStats",
     "SystemClock",

@@ -28,6 +28,7 @@ import orjson
 
 from delaybridge.durable import write_atomic
 from delaybridge.errors import IntegrityError
+from delaybridge.timerlog.marks import NO_MARKS, StoreMarks, UnknownMark
 from delaybridge.timerlog.stats import StoreCounters
 
 MAGIC = b"DBCK"
@@ -66,15 +67,16 @@ class Checkpoint:
     cancel_end: int = 0
     last_source_offset: int = -1
     pending_by_topic: dict[str, int] = field(default_factory=dict)
-    marks: dict[str, int] = field(default_factory=dict)
-    """The owner's positions, saved with the data they describe (e.g. the changelog
-    offset the store covers); the store only keeps them."""
+    marks: StoreMarks = NO_MARKS
+    """The owner's positions, saved with the data they describe (``timerlog/marks.py``);
+    the store only keeps them."""
     counters: StoreCounters = field(default_factory=StoreCounters)
     """Saved flat: each counter is a top-level field of the JSON body."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON body's fields: the checkpoint's own, then each counter's."""
         out = asdict(self)
+        out["marks"] = self.marks.to_json()
         out.update(out.pop("counters"))
         return out
 
@@ -84,7 +86,8 @@ class Checkpoint:
         if not isinstance(body, dict):
             raise TypeError(f"expected a JSON object, found {type(body).__name__}")
         counters = StoreCounters(**{n: body.pop(n) for n in _COUNTERS if n in body})
-        return Checkpoint(**body, counters=counters)
+        marks = StoreMarks.from_json(body.pop("marks", {}))
+        return Checkpoint(**body, marks=marks, counters=counters)
 
     def save(self, directory: Path) -> None:
         body = orjson.dumps(self.to_json())
@@ -111,5 +114,5 @@ class Checkpoint:
             raise IntegrityError(f"{path}: offset {ENVELOPE.size}: checkpoint CRC mismatch")
         try:
             return Checkpoint.from_json(orjson.loads(body))
-        except (TypeError, orjson.JSONDecodeError) as exc:
+        except (TypeError, UnknownMark, orjson.JSONDecodeError) as exc:
             raise IntegrityError(f"{path}: offset {ENVELOPE.size}: bad checkpoint: {exc}") from exc

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from delaybridge.durable import is_no_space
 from delaybridge.timerlog.checkpoint import Checkpoint
+from delaybridge.timerlog.marks import StoreMarks
 
 if TYPE_CHECKING:
     from delaybridge.timerlog.store import TimerStore
@@ -57,9 +58,13 @@ class Flusher:
         self.live_start = opened.live_start
         """Timer-log index before which nothing is pending (older segments deletable)."""
         self._live_at_ms = now_ms
+        self.marks = opened.marks
+        """The owner's marks of the last checkpoint written (or opened)."""
+        self._next_marks = opened.marks
 
-    def flush(self, now_ms: int, recompute_live: bool) -> None:
-        """The module docstring's steps."""
+    def flush(self, now_ms: int, recompute_live: bool, marks: StoreMarks) -> None:
+        """The module docstring's steps; the checkpoint carries ``marks``."""
+        self._next_marks = marks
         self.commit_log.sync()  # 1
         self.timer.sync()
         self.cancels.sync()
@@ -102,7 +107,7 @@ class Flusher:
             cancel_end=self.cancels.end,
             last_source_offset=store.last_source_offset,
             pending_by_topic=store.pending_by_topic,
-            marks=dict(store.marks),
+            marks=self._next_marks,
             counters=dataclasses.replace(store.counters),
         )
 
@@ -111,6 +116,7 @@ class Flusher:
         if ckpt != self._saved:
             ckpt.save(self.directory)
             self._saved = ckpt
+        self.marks = ckpt.marks
 
     def _compact_cancels(self) -> None:
         try:

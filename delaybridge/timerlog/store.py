@@ -28,6 +28,7 @@ from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock
 from delaybridge.timerlog.commit_codec import EncodedBatch, encode_batch
 from delaybridge.timerlog.durability import Flusher
 from delaybridge.timerlog.errors import DelayTooLong
+from delaybridge.timerlog.marks import StoreMarks
 from delaybridge.timerlog.matching import IdMatcher, Pending
 from delaybridge.timerlog.quarantine import Quarantine
 from delaybridge.timerlog.raw_records import batch_of_raw
@@ -63,8 +64,6 @@ class TimerStore:
         self._last_source_offset = ck.last_source_offset
         self.counters: StoreCounters = ck.counters
         """Running totals (saved in every checkpoint, copied into :meth:`stats`)."""
-        self.marks: dict[str, int] = dict(ck.marks)
-        """The owner's positions, saved by every flush with the data they describe."""
         self._pending: Counter[str] = Counter(ck.pending_by_topic)
         done = DeliveryCursor(ck.done_tick_ms, ck.done_index)
         self.writer = Writer(self.commit_log, self.timer, self.wheel, settings)
@@ -233,12 +232,19 @@ class TimerStore:
         """Highest source offset appended, -1 if none (durable once flush() returns)."""
         return self._last_source_offset
 
-    def flush(self, *, recompute_live: bool = False) -> None:
-        """fsync data, then write the checkpoint: everything before this call is durable
-        (the steps: :mod:`durability`). OSError (a full disk) leaves the last one."""
+    @property
+    def marks(self) -> StoreMarks:
+        """The owner's marks as of the last flush (or the checkpoint it was opened at):
+        exactly as durable as the data they describe (``timerlog/marks.py``)."""
+        return self._flusher.marks
+
+    def flush(self, marks: StoreMarks | None = None, *, recompute_live: bool = False) -> None:
+        """fsync data, then write the checkpoint with ``marks`` (None: the current ones):
+        everything before this call is durable (the steps: :mod:`durability`). OSError (a
+        full disk) leaves the last checkpoint, and the marks with it."""
         now = self.clock.now_ms()
         self._matcher.expire(now)
-        self._flusher.flush(now, recompute_live)
+        self._flusher.flush(now, recompute_live, self.marks if marks is None else marks)
 
     @property
     def pending_by_topic(self) -> dict[str, int]:

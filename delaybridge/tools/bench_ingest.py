@@ -85,7 +85,7 @@ def run(n: int, repeat: int, data_dir: Path) -> dict[str, Any]:
                 took = time.thread_time() - started
                 best[name] = min(best[name], took)
                 assert part.store.last_source_offset == offset - 1, (impl, offset)
-            part.flush()
+            part.store.flush()
     finally:
         hotpath.switch(was_compiled)
         part.close()

@@ -22,10 +22,11 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Message
 
 from delaybridge.bridge.admin import pending
-from delaybridge.bridge.admin.control import ControlTimeout, Direction
+from delaybridge.bridge.admin.control import ControlTimeout
 from delaybridge.bridge.admin.status import partition_stats, record_json
-from delaybridge.bridge.cancels.requests import CancelLedger, CancelRequest
-from delaybridge.bridge.flow import FlowControl
+from delaybridge.bridge.cancels.ledger import CancelLedger
+from delaybridge.bridge.cancels.requests import CancelRequest
+from delaybridge.bridge.flow import Direction, FlowControl
 from delaybridge.bridge.ownership import Partitions
 from delaybridge.bridge.produce.outbox import Outbox
 from delaybridge.timerlog import Clock

@@ -16,22 +16,13 @@ subclasses whose message is safe to show an operator (no secrets).
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from delaybridge.bridge.flow import Direction
 from delaybridge.errors import DelayBridgeError
 
 if TYPE_CHECKING:
     from delaybridge.bridge.admin.pending import PendingQuery
-
-
-class Direction(StrEnum):
-    """What can be paused at runtime. The values appear in URLs and metric labels."""
-
-    #: Consuming the delay topics (new delayed messages are not stored; Kafka keeps them).
-    ENQUEUE = "enqueue"
-    #: Delivering due messages (they stay pending and go out late, never lost).
-    DEQUEUE = "dequeue"
 
 
 class ControlTimeout(DelayBridgeError):

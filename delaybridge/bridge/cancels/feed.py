@@ -32,12 +32,8 @@ from typing import Any
 import orjson
 from confluent_kafka import TopicPartition
 
-from delaybridge.bridge.cancels.requests import (
-    CancelRequest,
-    UnreadableCancel,
-    apply_cancels,
-    parse_origin,
-)
+from delaybridge.bridge.cancels.ledger import apply_cancels
+from delaybridge.bridge.cancels.requests import CancelRequest, UnreadableCancel, parse_origin
 from delaybridge.bridge.observe.tally import Tally
 from delaybridge.bridge.partition.state import PartitionState
 from delaybridge.connectors.edge import ConsumerEdge

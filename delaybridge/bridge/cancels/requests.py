@@ -1,52 +1,21 @@
-"""Cancels reach every store, whichever delay-topic partition they landed in.
+"""The cancel topic's records: a cancel (or a replace) as one sidecar tells every other.
 
 A cancel is a record in *some* delay-topic partition, but the message it cancels may sit
-in another partition, owned by another sidecar (a peer's known bug: cancels lost because
-the producer's partitioner put them elsewhere). So the sidecar that consumes a cancel
-does not apply it itself; it re-publishes it to the cancel topic (key = the id), and
-every sidecar reads the whole cancel topic (manual assignment, no group) and applies
-each cancel to every store it holds. Cancels are tiny and rare next to messages.
-
-Protocol (the feed is :mod:`cancel_feed`):
-
-1. ingest: a cancel record from delay partition P is produced to the cancel topic; P's
-   offset commits only once that produce is acknowledged (so it is never lost);
-2. every sidecar's :class:`CancelFeed` consumes the cancel topic from its saved
-   position (a first start: a window back in time), and applies each cancel to all
-   open stores;
-3. cancels read within that window (``cancel_grace_ms`` plus two session timeouts:
-   how long a dead owner's partitions wait before they move) are kept
-   (:attr:`recent`) and applied to a store when it is opened later (a partition
-   moving in from another sidecar);
-4. each store also keeps a cancel for its own grace period, so a cancel that overtakes
-   its message (the message's partition lags) still wins when it arrives (a replace is
-   kept once per process instead, in the feed's table: ``timerlog/replace_waits.py``).
-
-A cancel takes only the messages with its id that were *sent before it* (the record
-timestamps in the delay topic; ties in one partition by offset): a reschedule (cancel,
-then the same id again) keeps the new message, and a cancel that comes too late (the
-message already delivered) cannot hit a later message with the id.
-
-A *replace* (a schedule with an explicit id, ``contract/classify.py``) travels the same way
-as a cancel with ``replace`` set, sent at the schedule's own time and offset, so it takes
-what was sent before it and never the schedule itself. Its one difference is a tie
-across partitions: two schedules with one id and one timestamp in two partitions would
-each take the other, so a replace wins a cross-partition tie only against a message from
-a smaller ``(delay topic, partition)`` than its own (exactly one of them survives).
+in another partition owned by another sidecar. So the sidecar that consumes a cancel
+re-publishes it to the cancel topic as a :class:`CancelRequest` (JSON, keyed by the id),
+and every sidecar reads the whole cancel topic and applies it to every store it holds
+(the protocol: ``ledger.py``; the reading: ``feed.py``). Anything may be written to the
+cancel topic, by mistake or on purpose, so :meth:`CancelRequest.decode` refuses, with a
+reason, whatever is not a cancel this sidecar can apply.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import orjson
 
-from delaybridge.bridge.observe.tally import Tally
-from delaybridge.bridge.partition.state import PartitionState
-from delaybridge.timerlog import Cancel
-from delaybridge.timerlog.replace_waits import Origin, store_view
+from delaybridge.timerlog.replace_waits import Origin
 
 MAX_ID_BYTES = 0xFFFF  # the store's cancel log holds ids up to this length
 MAX_TOPIC_CHARS = 249  # Kafka's limit on topic names
@@ -73,7 +42,7 @@ class CancelRequest:
     origin: str
     sent_ms: int | None = None
     replace: bool = False
-    """Made by a schedule with an explicit id: replaces, see the module docstring."""
+    """Made by a schedule with an explicit id: replaces (``ledger.py``)."""
 
     def encode(self) -> bytes:
         doc: dict[str, object] = {
@@ -121,36 +90,6 @@ class CancelRequest:
         return cls(id, topic, origin or "", sent, replace)
 
 
-def apply_cancels(parts: Iterable[PartitionState], requests: list[CancelRequest]) -> list[bool]:
-    """Apply a batch of cancels to every store; per request, did any store match it?
-
-    Each store is told when the cancel was sent, and, when the cancel came from the
-    store's own delay-topic partition, its offset there (ties of equal timestamps are
-    decided by offset in one partition): it takes only messages sent before it
-    (``timerlog.Cancel``).
-    """
-    if not requests:
-        return []
-    hit = [False] * len(requests)
-    origins = [parse_origin(r.origin) for r in requests]  # once, not once per store
-    for part in parts:
-        own = parse_origin(part.origin_prefix)[0]
-        cancels = [_for_store(r, o, own) for r, o in zip(requests, origins, strict=True)]
-        for i, matched in enumerate(part.store.cancel(cancels)):
-            hit[i] = hit[i] or matched
-    return hit
-
-
-def _for_store(r: CancelRequest, parsed: Parsed, own: Origin | None) -> Cancel:
-    """The cancel as the store of partition ``own`` applies it (the tie rules of the
-    module docstring); ``parsed``: the request's origin, :func:`parse_origin`."""
-    origin, offset = parsed
-    if r.replace and r.sent_ms is not None and own is not None:
-        sent, at = store_view(r.sent_ms, origin, offset, own)
-        return Cancel(r.id, r.target_topic, sent, at, True)
-    return Cancel(r.id, r.target_topic, r.sent_ms, offset if origin == own else None, r.replace)
-
-
 def parse_origin(origin: str) -> Parsed:
     """``topic/partition/offset`` as ((topic, partition), offset); None where unreadable
     (no partition: the cancel rule, it wins a tie)."""
@@ -158,55 +97,3 @@ def parse_origin(origin: str) -> Parsed:
     if not o_partition.isdigit():
         return None, None
     return (o_topic, int(o_partition)), int(o_offset) if o_offset.isdigit() else None
-
-
-class CancelLedger:
-    """Applies cancels and counts each one once, for the metrics.
-
-    A cancel is *matched* when a store of this sidecar held its message, *unknown*
-    otherwise (both counted in the :class:`Tally`). The admin API applies a cancel
-    locally and publishes it, so the same cancel comes back from the feed and matches
-    nothing the second time: ids matched in the last ``grace_ms`` are remembered (at
-    most ``limit``) and not counted again.
-    """
-
-    def __init__(
-        self,
-        grace_ms: int,
-        tally: Tally,
-        limit: int = 100_000,
-        on_removed: Callable[[PartitionState], None] | None = None,
-    ) -> None:
-        """``on_removed(part)`` runs for every store after cancels were applied to it
-        (the changelog tombstones what they removed)."""
-        self._on_removed = on_removed
-        self._grace_ms = grace_ms
-        self._tally = tally
-        self._limit = limit
-        self._recent: OrderedDict[tuple[str, str | None], int] = OrderedDict()
-
-    def apply(
-        self, parts: Iterable[PartitionState], requests: list[CancelRequest], now_ms: int
-    ) -> list[bool]:
-        while self._recent and (
-            len(self._recent) > self._limit
-            or next(iter(self._recent.values())) < now_ms - self._grace_ms
-        ):
-            self._recent.popitem(last=False)
-        parts = list(parts)
-        hits = apply_cancels(parts, requests)
-        if self._on_removed is not None:
-            for part in parts:
-                self._on_removed(part)
-        for request, hit in zip(requests, hits, strict=True):
-            if request.replace:  # one that finds nothing is the usual case, not unknown
-                self._tally.replaced += hit
-                continue
-            key = (request.id, request.target_topic)
-            if hit:
-                self._tally.cancelled += 1
-                self._recent[key] = now_ms
-                self._recent.move_to_end(key)
-            elif key not in self._recent:
-                self._tally.cancel_unknown += 1
-        return hits

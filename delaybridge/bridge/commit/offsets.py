@@ -2,10 +2,11 @@
 
 A consumed record is durable in one of two ways: appended to its partition's store and
 then flushed (a :class:`Schedule`), or produced to Kafka and acknowledged (a cancel
-re-published to the cancel topic, a dead-lettered record). :class:`OffsetTracker`
-keeps, per partition, the highest offset handed to the store and the offsets whose
-produce is still unacknowledged; the commit position is the lower of "one past what
-the last flush covered" and "the oldest unacknowledged produce".
+re-published to the cancel topic, a dead-lettered record, a stored message's changelog
+value). :class:`OffsetTracker` keeps, per partition, the highest offset handled (handed
+to the store, or its produce started) and the offsets held back by produces not yet
+acknowledged (``holds.py``); the commit position is the lower of "one past what the last
+flush covered" and "the oldest offset held".
 
 Produces start in any offset order (ingest appends a batch's schedules, whose replaces
 and changelog values start at once, before the batch's cancels and dead letters of
@@ -36,20 +37,18 @@ class OffsetTracker:
         """``offset`` was appended to the store or its produce was started."""
         self._handled_upto = max(self._handled_upto, offset)
 
-    def produce_started(self, offset: int) -> None:
-        self.hold(offset)
-        self.handled(offset)
-
     def hold(self, offset: int) -> None:
-        """Hold the commit at ``offset`` or below until :meth:`produce_acked` of it,
-        without counting it handled (a restart's rewrite of its changelog values)."""
+        """Hold the commit at ``offset`` or below until :meth:`release` of it. Does not
+        count it handled: a side write calls :meth:`handled` too; a run's changelog
+        values hold an offset ingest handled, a restart's rewrite one handled long ago."""
         count = self._unacked.get(offset, 0)
         if not count:
             heapq.heappush(self._oldest, offset)
         self._unacked[offset] = count + 1
         self._outstanding += 1
 
-    def produce_acked(self, offset: int) -> None:
+    def release(self, offset: int) -> None:
+        """One hold of ``offset`` ends (its produce was acknowledged)."""
         count = self._unacked.get(offset, 0)
         if not count:
             return

@@ -18,13 +18,13 @@ from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from delaybridge.bridge.partition.state import PartitionState, PartKey
+from delaybridge.bridge.commit.point import Committable, PartKey
 
 log = logging.getLogger(__name__)
 
 
 def commit_done(
-    owned: Mapping[PartKey, PartitionState], err: KafkaError | None, tps: list[TopicPartition]
+    owned: Mapping[PartKey, Committable], err: KafkaError | None, tps: list[TopicPartition]
 ) -> None:
     """``on_commit``: mark the owned partitions whose commit failed for another try."""
     failed = [tp for tp in tps if err is not None or tp.error is not None]
@@ -45,10 +45,10 @@ def commit_done(
 
 class CommitResults:
     """The consumer's ``on_commit`` (:attr:`conf`), for the partitions in :attr:`owned`
-    (set once the service has its :class:`~.partitions.Partitions`)."""
+    (the owned partitions, set once the service has them)."""
 
     def __init__(self) -> None:
-        self.owned: Mapping[PartKey, PartitionState] = {}
+        self.owned: Mapping[PartKey, Committable] = {}
 
     @property
     def conf(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A due record whose first try failed: its state, where it waits, and the rules.
+"""A due record whose first try failed: its state, and where it waits.
 
 **Parking.** A record that must be tried again later is *parked*: appended to its store
 again, due at the retry time, with its state in one internal header (``RETRY_HEADER``,
@@ -9,14 +9,7 @@ waits, and the retry survives a restart. The state keeps the original due time (
 what ``delay-due-ms`` and the lateness report), the first failure's time, the number of
 failures and, once it is bound for the dead-letter topic, why.
 
-**The rules** (:func:`judge`), by the error of the delivery report:
-
-1. the target topic or partition does not exist → retry until
-   ``missing_topic_retry_ms`` after the first failure, then dead-letter;
-2. a retryable failure (broker down, timeouts, too few replicas) → retry until
-   ``retry_unavailable_ms`` (default an hour, well above a broker restart), then
-   dead-letter as ``target-unavailable``;
-3. too large for the target → dead-letter at once; any other error likewise.
+**The rules** of what a failure becomes are ``bridge/delivery/failure_rules.py``.
 
 A dead letter the dead-letter topic refuses as too large is written without its value,
 then without the producer's headers (``contract/dead_letters.py``); any other failure of it
@@ -35,51 +28,23 @@ with reason ``store-corrupt``: it is never delivered to its target.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
-from confluent_kafka import KafkaError as RdKafkaError
 
+from delaybridge.bridge.partition.copies import RETRY_HEADER, is_parked, parked_state
 from delaybridge.bridge.partition.pipeline import Batch
 from delaybridge.bridge.partition.state import PartitionState
 from delaybridge.contract.names import INTERNAL_HEADERS, OUT_OCCURRENCE, SERIES_HEADER
 from delaybridge.contract.reasons import Reason
 from delaybridge.contract.series import occurrence_of
-from delaybridge.settings import DeliverySettings
 from delaybridge.timerlog import DamagedRecord, DueRecord, Headers, TimerRecord
 from delaybridge.timerlog.quarantine import QUARANTINE_HEADER
 
-#: The internal header of a parked record; always its last header.
-RETRY_HEADER = "delaybridge-retry"
-assert RETRY_HEADER in INTERNAL_HEADERS and QUARANTINE_HEADER in INTERNAL_HEADERS
+assert QUARANTINE_HEADER in INTERNAL_HEADERS
 #: Last headers that send a due record down the attempt path (not the hot loop): a
 #: parked record's state, the store's note on a damaged one (dead-lettered), or the
 #: state of a recurring schedule's occurrence.
 ATTEMPT_HEADERS = frozenset({RETRY_HEADER, QUARANTINE_HEADER, SERIES_HEADER})
-
-_MISSING = {
-    RdKafkaError._UNKNOWN_TOPIC: Reason.TARGET_TOPIC_MISSING,
-    RdKafkaError.UNKNOWN_TOPIC_OR_PART: Reason.TARGET_TOPIC_MISSING,
-    RdKafkaError._UNKNOWN_PARTITION: Reason.TARGET_PARTITION_MISSING,
-}
-TOO_LARGE = {RdKafkaError.MSG_SIZE_TOO_LARGE, RdKafkaError.RECORD_LIST_TOO_LARGE}
-#: Failures that pass when the cluster recovers. librdkafka marks few of them
-#: ``retriable()`` (not ``_MSG_TIMED_OUT``, which is what a broker down for longer than
-#: ``message.timeout.ms`` gives), so they are listed.
-_UNAVAILABLE = {
-    RdKafkaError._MSG_TIMED_OUT,
-    RdKafkaError._TIMED_OUT,
-    RdKafkaError._TRANSPORT,
-    RdKafkaError._ALL_BROKERS_DOWN,
-    RdKafkaError.REQUEST_TIMED_OUT,
-    RdKafkaError.NOT_ENOUGH_REPLICAS,
-    RdKafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    RdKafkaError.LEADER_NOT_AVAILABLE,
-    RdKafkaError.NOT_LEADER_FOR_PARTITION,
-    RdKafkaError.NETWORK_EXCEPTION,
-    RdKafkaError.KAFKA_STORAGE_ERROR,
-    RdKafkaError.BROKER_NOT_AVAILABLE,
-}
 
 
 @dataclass(eq=False, slots=True)
@@ -109,7 +74,7 @@ class Attempt:
             return cls(part, due, batch, rec.due_ms, dead_letter=(Reason.STORE_CORRUPT, detail))
         if not is_parked(rec):
             return cls(part, due, batch, rec.due_ms)
-        state = _state(rec)
+        state = parked_state(rec)
         dead = state.get("dead_letter")
         return cls(
             part,
@@ -150,59 +115,3 @@ class Attempt:
         }
         headers = (*self.headers, (RETRY_HEADER, orjson.dumps(state)))
         return self.due.record._replace(due_ms=at_ms, headers=headers)
-
-
-def is_parked(rec: TimerRecord) -> bool:
-    headers = rec.headers
-    return bool(headers) and headers[-1][0] == RETRY_HEADER
-
-
-def generation_of(rec: TimerRecord) -> int:
-    """Which stored copy of its message ``rec`` is: 0, or +1 per parking; occurrence k
-    of a series adds ``(k - 1) << 32`` (its changelog key then grows to 16 bytes,
-    ``timerlog/changelog_codec.py``), so every occurrence and each of its parked copies
-    has a key of its own."""
-    headers = rec.headers
-    if not headers:
-        return 0
-    name = headers[-1][0]
-    if name == SERIES_HEADER:
-        return (occurrence_of(headers[-1][1]) - 1) << 32
-    if name != RETRY_HEADER:
-        return 0
-    parked = int(_state(rec).get("generation", 0))
-    if len(headers) > 1 and headers[-2][0] == SERIES_HEADER:
-        return parked | (occurrence_of(headers[-2][1]) - 1) << 32
-    return parked
-
-
-def _state(rec: TimerRecord) -> dict[str, Any]:
-    state: dict[str, Any] = orjson.loads(rec.headers[-1][1] or b"{}")
-    return state
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    retry: bool
-    reason: Reason
-    detail: str
-
-
-def judge(err: RdKafkaError, attempt: Attempt, now_ms: int, settings: DeliverySettings) -> Verdict:
-    """Retry later, or dead-letter now (the rules of the module docstring)."""
-    rec = attempt.due.record
-    where = f"topic {rec.target_topic!r}"
-    if rec.target_partition >= 0:
-        where += f" partition {rec.target_partition}"
-    code = err.code()
-    failing_ms = now_ms - attempt.first_failure_ms
-    if code in _MISSING:
-        retry = failing_ms < settings.missing_topic_retry_ms
-        return Verdict(retry, _MISSING[code], f"{where} missing for {failing_ms} ms: {err.str()}")
-    if (code in _UNAVAILABLE or err.retriable()) and not err.fatal():
-        retry = failing_ms < settings.retry_unavailable_ms
-        detail = f"{where} failing for {failing_ms} ms: {err.str()} [{err.name()}]"
-        return Verdict(retry, Reason.TARGET_UNAVAILABLE, detail)
-    if code in TOO_LARGE:
-        return Verdict(False, Reason.RECORD_TOO_LARGE, f"{where}: {err.str()}")
-    return Verdict(False, Reason.DELIVERY_FAILED, f"{where}: {err.str()} [{err.name()}]")

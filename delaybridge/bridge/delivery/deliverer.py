@@ -15,7 +15,7 @@ cursor moves over a batch once every record of it and before it is resolved. A
 recurring schedule's occurrence spawns the next one (``bridge/delivery/occurrences.py``).
 
 In exactly-once mode a failed report does not run the rules: its transaction is
-doomed, so the record is remembered (``bridge/commit/poison.py``) and judged when the restart
+doomed, so the record is remembered (``bridge/produce/poison.py``) and judged when the restart
 makes it due again, before anything is produced; a target that does not exist is
 found from metadata before producing, never by failing a transaction.
 
@@ -33,15 +33,17 @@ from functools import partial
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Message
 
-from delaybridge.bridge.commit.poison import ExactlyOnceGuard
-from delaybridge.bridge.delivery.attempts import ATTEMPT_HEADERS, TOO_LARGE, Attempt, judge
+from delaybridge.bridge.delivery.attempts import ATTEMPT_HEADERS, Attempt
+from delaybridge.bridge.delivery.failure_rules import TOO_LARGE, judge
 from delaybridge.bridge.delivery.occurrences import Spawner
 from delaybridge.bridge.delivery.rate_limits import RateLimits
 from delaybridge.bridge.observe.tally import Tally
 from delaybridge.bridge.partition.pipeline import Batch
 from delaybridge.bridge.partition.state import PartitionState, Role
 from delaybridge.bridge.produce.outbox import Outbox
-from delaybridge.bridge.produce.retry_queue import RetryQueue, backoff_ms
+from delaybridge.bridge.produce.poison import ExactlyOnceGuard
+from delaybridge.bridge.produce.resend import Resender
+from delaybridge.bridge.produce.retry_queue import backoff_ms
 from delaybridge.bridge.state.changelog import Changelog
 from delaybridge.contract.classify import delivered_headers
 from delaybridge.contract.dead_letters import dead_letter_headers, shrunk
@@ -63,7 +65,7 @@ class Deliverer:
         dead_letter_topic: str,
         clock: Clock,
         tally: Tally,
-        retries: RetryQueue,
+        resender: Resender,
         changelog: Changelog | None = None,
         exactly_once: ExactlyOnceGuard | None = None,
     ) -> None:
@@ -75,7 +77,7 @@ class Deliverer:
         self._clock = clock
         self._tally = tally
         self._limits = RateLimits(settings.rate_limits_per_s, time.monotonic())
-        self._retries = retries
+        self._resender = resender
         self.series = Spawner(settings.series_misfire_ms, clock, tally, changelog)
 
     # -- the turn ---------------------------------------------------------------------
@@ -289,14 +291,15 @@ class Deliverer:
         at_ms = self._clock.now_ms() + backoff_ms(attempt.failures)
         if attempt.part.closed:
             return  # its partition moved away; the next owner delivers it
-        part, parked = attempt.part, attempt.parked(at_ms)
+        part = attempt.part
+        parked = attempt.parked(at_ms)
         try:
             encoded = part.store.append([parked])
         except (OSError, DelayBridgeError) as exc:
             log.warning(
                 "cannot park %s in its store (%s); retrying from memory", attempt.origin, exc
             )
-            self._retries.at(at_ms, partial(self._retry, attempt))
+            self._resender.later(attempt.failures, partial(self._retry, attempt))
             return
         part.pipeline.resolve(attempt.batch)
         if self._changelog is not None:  # the new copy, then the old one's tombstone

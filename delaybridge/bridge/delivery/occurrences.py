@@ -39,10 +39,11 @@ from __future__ import annotations
 import logging
 
 from delaybridge.bridge.observe.tally import Tally
-from delaybridge.bridge.partition.state import NO_SPACE, PartitionState, PartKey
+from delaybridge.bridge.partition.state import PartitionState, PartKey
 from delaybridge.bridge.state.changelog import Changelog
 from delaybridge.contract.names import SERIES_HEADER
 from delaybridge.contract.series import occurrence_of, read_state, state_header
+from delaybridge.durable import NO_SPACE
 from delaybridge.timerlog import Clock, TimerRecord, TimerStore
 from delaybridge.timerlog.commit_format import EncodedBatch
 from delaybridge.timerlog.errors import DelayTooLong, InvalidRecord
@@ -171,7 +172,7 @@ class Spawner:
     def _stored(self, part: PartitionState, recs: list[TimerRecord], enc: EncodedBatch) -> None:
         self.spawned += len(recs)
         if self._changelog is not None:  # written now: ahead of the tombstones
-            self._changelog.stored(part, recs, enc, gate_offset=False, at_once=True)
+            self._changelog.stored(part, recs, enc, hold_offset=False, at_once=True)
 
 
 def _occurrence(rec: TimerRecord) -> int:

@@ -34,7 +34,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from delaybridge.bridge.admin import pending
-from delaybridge.bridge.admin.control import BadRequest, Control, ControlTimeout, Direction
+from delaybridge.bridge.admin.control import BadRequest, Control, ControlTimeout
+from delaybridge.bridge.flow import Direction
 from delaybridge.errors import DelayBridgeError
 
 log = logging.getLogger(__name__)

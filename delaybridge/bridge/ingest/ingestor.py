@@ -45,13 +45,14 @@ from confluent_kafka import Message, TopicPartition
 from delaybridge.bridge.cancels.requests import CancelRequest
 from delaybridge.bridge.ingest.side_writes import SideWrite, SideWriter
 from delaybridge.bridge.observe.tally import Tally
-from delaybridge.bridge.partition.state import NO_SPACE, PartitionState, PartKey, Role
+from delaybridge.bridge.partition.state import PartitionState, PartKey, Role
 from delaybridge.bridge.state.changelog import Changelog
 from delaybridge.connectors import headers_of
 from delaybridge.contract.classify import Cancel, Rejected, Run, ingest_batch
 from delaybridge.contract.dead_letters import dead_letter_headers
 from delaybridge.contract.reasons import Reason
 from delaybridge.contract.rules import HeaderRules
+from delaybridge.durable import NO_SPACE
 from delaybridge.timerlog import Clock, TimerRecord
 from delaybridge.timerlog.errors import DelayTooLong, InvalidRecord
 

@@ -15,7 +15,7 @@ write (``bridge/commit/offsets.py``), and nothing is ever dropped:
 
 In exactly-once mode a failure dooms the transaction instead (every partition restarts
 from the last commit and reads the record again); a dead letter refused as too large is
-remembered (``bridge/commit/poison.py``) and written shrunk on that next read.
+remembered (``bridge/produce/poison.py``) and written shrunk on that next read.
 
 Not thread-safe: the service's owner thread calls it.
 """
@@ -23,23 +23,23 @@ Not thread-safe: the service's owner thread calls it.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Message
 
-from delaybridge.bridge.commit.poison import Poisoned
+from delaybridge.bridge.commit.holds import Hold
 from delaybridge.bridge.partition.state import PartitionState
-from delaybridge.bridge.produce.outbox import Outbox
-from delaybridge.bridge.produce.retry_queue import RetryQueue, backoff_ms
+from delaybridge.bridge.produce.poison import Poisoned
+from delaybridge.bridge.produce.resend import Resender, Write
 from delaybridge.connectors.edge import Headers
 from delaybridge.contract.dead_letters import shrunk
-from delaybridge.errors import KafkaError
-from delaybridge.timerlog import Clock
 
 log = logging.getLogger(__name__)
 _TOO_LARGE = {RdKafkaError.MSG_SIZE_TOO_LARGE, RdKafkaError.RECORD_LIST_TOO_LARGE}
+#: How long a side write waits for room in the producer queue before it is retried later.
+QUEUE_WAIT_S = 30.0
 
 
 @dataclass(eq=False, slots=True)
@@ -52,8 +52,8 @@ class SideWrite:
     headers: Headers
     shrinkable: bool
     """A dead letter: may be written without its value when too large."""
-    failures: int = 0
     shrink_step: int = 0
+    hold: Hold | None = field(default=None)
 
     @property
     def where(self) -> str:
@@ -63,12 +63,8 @@ class SideWrite:
 class SideWriter:
     """Writes side records with the guarantees of the module docstring."""
 
-    def __init__(
-        self, outbox: Outbox, retries: RetryQueue, clock: Clock, poisoned: Poisoned | None = None
-    ) -> None:
-        self._outbox = outbox
-        self._retries = retries
-        self._clock = clock
+    def __init__(self, resender: Resender, poisoned: Poisoned | None = None) -> None:
+        self._resender = resender
         self._poisoned = poisoned
         """Exactly-once mode: side writes that failed in an aborted transaction."""
 
@@ -78,53 +74,52 @@ class SideWriter:
             remembered = self._poisoned.peek(_key(w))
             if remembered is not None:
                 w.shrink_step = remembered[1]
-        w.part.offsets.produce_started(w.offset)
-        w.part.side_unacked += 1
-        try:
-            self._send_blocking(w)
-        except KafkaError as exc:  # no room in the producer queue for a long while
-            log.error("cannot queue %s for %r: %s; retrying", w.where, w.topic, exc)
-            self._retry(w)
-
-    def _send_blocking(self, w: SideWrite) -> None:
+        part = w.part
+        part.offsets.handled(w.offset)
+        w.hold = Hold.of(part.offsets, w.offset)
+        part.side_unacked += 1
         value, headers = _payload(w)
-        self._outbox.send_blocking(w.topic, value, w.key, headers, partial(self._outcome, w))
+        write = Write(
+            f"side write {w.where}",
+            w.topic,
+            value,
+            w.key,
+            headers,
+            on_ack=partial(self._acked, w),
+            wanted=partial(_wanted, part),
+            on_failure=partial(self._refused, w),
+        )
+        self._resender.send(write, QUEUE_WAIT_S)
 
-    def _send(self, w: SideWrite) -> bool:
-        if w.part.closed:
-            return True  # step 5
-        value, headers = _payload(w)
-        return self._outbox.send(w.topic, value, w.key, headers, partial(self._outcome, w))
+    def _acked(self, w: SideWrite, _msg: Message | None) -> None:
+        assert w.hold is not None
+        w.hold.done()  # step 2
+        w.part.side_unacked -= 1
 
-    def _outcome(self, w: SideWrite, err: RdKafkaError | None, _msg: Message | None) -> None:
-        if err is None:
-            w.part.offsets.produce_acked(w.offset)  # step 2
-            w.part.side_unacked -= 1
-            return
-        if w.part.closed:
-            return  # step 5
+    def _refused(self, w: SideWrite, write: Write, err: RdKafkaError) -> bool:
+        """Steps 3 (shrink) and, in exactly-once mode, the doomed transaction's rule;
+        False leaves the write to the retry of step 4."""
         too_large = w.shrinkable and err.code() in _TOO_LARGE and w.shrink_step < 2
         if self._poisoned is not None:  # exactly-once: the transaction is doomed
             self._poisoned.remember(_key(w), err, w.shrink_step + too_large)
-            return
-        if too_large:
-            w.shrink_step += 1  # step 3
-            log.warning(
-                "%r refused %s as too large (%s); writing it without its %s",
-                w.topic,
-                w.where,
-                err.str(),
-                "value" if w.shrink_step == 1 else "headers",
-            )
-            if not self._send(w):
-                self._retry(w)
-            return
-        log.warning("writing %s to %r failed: %s; retrying", w.where, w.topic, err.str())
-        self._retry(w)  # step 4
+            return True
+        if not too_large:
+            return False
+        w.shrink_step += 1  # step 3
+        log.warning(
+            "%r refused %s as too large (%s); writing it without its %s",
+            w.topic,
+            w.where,
+            err.str(),
+            "value" if w.shrink_step == 1 else "headers",
+        )
+        write.value, write.headers = _payload(w)
+        self._resender.send(write)
+        return True
 
-    def _retry(self, w: SideWrite) -> None:
-        w.failures += 1
-        self._retries.at(self._clock.now_ms() + backoff_ms(w.failures), partial(self._send, w))
+
+def _wanted(part: PartitionState) -> bool:
+    return not part.closed  # step 5
 
 
 def _payload(w: SideWrite) -> tuple[bytes | None, Headers]:

@@ -30,7 +30,7 @@ import numpy.typing as npt
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info, ProcessCollector
 
 from delaybridge import __version__, hotpath
-from delaybridge.bridge.admin.control import Direction
+from delaybridge.bridge.flow import Direction
 from delaybridge.bridge.observe.labels import DEFAULT_TOPIC_LABELS, LabelBudget
 from delaybridge.bridge.observe.lateness import LatenessHistogram
 from delaybridge.bridge.observe.partition_metrics import PartitionMetrics

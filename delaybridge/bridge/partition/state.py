@@ -18,7 +18,6 @@ from pathlib import Path
 
 from delaybridge.bridge.commit.offsets import OffsetTracker
 from delaybridge.bridge.partition.pipeline import DeliveryPipeline
-from delaybridge.durable import NO_SPACE
 from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import Clock, StoreSettings, TimerStore
 from delaybridge.timerlog.errors import StoreLocked
@@ -42,11 +41,6 @@ class Role(StrEnum):
     """Not owned: a warm copy kept by tailing the changelog (``bridge/state/standby.py``)."""
 
 
-RESUME_MARK = "source_resume"
-"""The store mark holding where consumption resumes after a restart."""
-__all__ = ["NO_SPACE", "PartKey", "PartitionState", "Role", "open_partition"]
-
-
 @dataclass(eq=False)
 class PartitionState:
     topic: str
@@ -59,7 +53,7 @@ class PartitionState:
     revoking: bool = False
     rolled_seen: int = 0  # the store's rolled_total already reported to the metrics
     corrupt_seen: tuple[int, int] = (0, 0)  # its corrupt/unreadable totals, likewise
-    side_unacked: int = 0  # cancels and dead letters of its records not yet acked (side.py)
+    side_unacked: int = 0  # cancels and dead letters of its records not yet acked (side_writes.py)
 
     def __post_init__(self) -> None:
         self.pipeline = DeliveryPipeline(self.store)
@@ -83,23 +77,22 @@ class PartitionState:
         """The highest delay-topic offset whose schedule is already stored: in this
         store, or (after a restore) named by any changelog record. Ingest skips
         schedules at or below it (a re-read after a restart or a handover)."""
-        return max(self.store.last_source_offset, self.store.marks.get("source_seen", -1))
+        seen = self.store.marks.source_seen
+        return max(self.store.last_source_offset, -1 if seen is None else seen)
 
     @property
     def closed(self) -> bool:
         return self.pipeline.closed
 
+    @property
+    def in_flight(self) -> int:
+        """Due records taken from the store and not yet resolved (held or produced)."""
+        return self.pipeline.in_flight
+
     def replace_store(self, store: TimerStore) -> None:
         """Swap in another store (a restore from scratch); nothing may be in flight."""
         self.store = store
         self.pipeline = DeliveryPipeline(store)
-
-    def flush(self) -> None:
-        """Make the store durable, then let the offsets follow it. The store keeps
-        where a restart must resume (never past an unacknowledged side write)."""
-        self.store.marks[RESUME_MARK] = self.offsets.position_after_flush()
-        self.store.flush()
-        self.offsets.store_flushed()
 
     def close(self) -> None:
         self.pipeline.close()
@@ -144,7 +137,8 @@ def open_partition(
         )
         path.rename(aside)
         store = TimerStore.open(path, settings, clock)
-    start = max(committed_offset, store.marks.get(RESUME_MARK, 0), 0)
+    resume = store.marks.source_resume
+    start = max(committed_offset, 0 if resume is None else resume, 0)
     return PartitionState(
         topic=topic,
         partition=partition,

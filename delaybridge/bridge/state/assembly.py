@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from delaybridge.bridge.flow import FlowControl
 from delaybridge.bridge.produce.outbox import Outbox
-from delaybridge.bridge.produce.retry_queue import RetryQueue
+from delaybridge.bridge.produce.resend import Resender
 from delaybridge.bridge.state.changelog import Changelog
-from delaybridge.bridge.state.restore_hook import Restoring
+from delaybridge.bridge.state.restore_hook import RestoreHook
 from delaybridge.bridge.state.restorer import CONSUMER_SETTINGS, Restorer
 from delaybridge.bridge.state.standby import GroupView, Standbys
 from delaybridge.bridge.state.topics import ChangelogTopics
@@ -27,7 +27,7 @@ from delaybridge.timerlog import Clock, StoreSettings
 @dataclass(frozen=True)
 class KafkaState:
     changelog: Changelog
-    restoring: Restoring
+    restoring: RestoreHook
     standbys: Standbys | None
 
 
@@ -35,7 +35,7 @@ def build(
     settings: Settings,
     clients: ClientFactory,
     outbox: Outbox,
-    retries: RetryQueue,
+    resender: Resender,
     clock: Clock,
     admin: AdminEdge,
     flow: FlowControl,
@@ -47,14 +47,14 @@ def build(
     if not cl.enabled:
         return None
     changelog = Changelog(
-        ChangelogTopics(cl, group), outbox, retries, clock, settings.delivery.max_in_flight_records
+        ChangelogTopics(cl, group), outbox, resender, clock, settings.delivery.max_in_flight_records
     )
 
     def reader(purpose: str) -> Restorer:
         overrides = {"group.id": f"{group}.{purpose}", **CONSUMER_SETTINGS}
         return Restorer(clients.consumer(overrides, group=False), cl.restore_batch_records)
 
-    restoring = Restoring(changelog, reader("restore"), admin, flow)
+    restoring = RestoreHook(changelog, reader("restore"), admin, flow)
     standbys = None
     if cl.standby_replicas:
         standbys = Standbys(

@@ -4,10 +4,10 @@ Format and keys: ``timerlog/changelog_codec.py``; topics: ``bridge/state/topics.
 The rules (DESIGN §5; the protocol as numbered steps is in docs/architecture.md):
 
 1. a message stored from delay-topic offset N holds N back from the group's offset
-   commit (a :class:`Gate` per run of messages, through ``OffsetTracker``) until it is
+   commit (a :class:`~delaybridge.bridge.commit.holds.Hold` per run of messages) until it is
    safe elsewhere than this disk: its value acknowledged in the changelog under key
    (N, generation), or the message itself delivered or cancelled (a parked copy whose
-   original was never written waits under the original's gate);
+   original was never written waits under the original's hold);
 2. values are written behind (:meth:`Changelog.write_behind`, at every flush): a value
    goes out once its message has been in the store for ``changelog.write_behind_ms``
    (default 5 s), so a message that left the store before needs neither a value nor a
@@ -16,11 +16,13 @@ The rules (DESIGN §5; the protocol as numbered steps is in docs/architecture.md
    (``WRITE_CHUNK`` per call); a handover, a shutdown and a transaction write all held;
 3. a message whose value was written gets a tombstone when it leaves the store
    (delivered, dead-lettered, cancelled, parked again under generation + 1);
-4. a failed write is retried with backoff while the partition is ours (its gate holds);
-   once it moved away, the next owner re-reads from the committed offset;
-5. the acknowledged changelog offsets are kept per partition (:meth:`position`) and
-   the store's checkpoint remembers them: a restart catches up from there; and the
-   oldest value not acknowledged (``UNACKED_MARK``): a restart writes again from there;
+4. a failed write is retried with backoff while the partition is ours (its hold holds;
+   ``bridge/produce/resend.py``); once it moved away, the next owner re-reads from the
+   committed offset;
+5. the acknowledged changelog offsets are kept per partition and the store's checkpoint
+   remembers them (:meth:`marks`, mark ``changelog``): a restart catches up from there;
+   and the oldest value not acknowledged (mark ``changelog_unacked``): a restart writes
+   again from there;
 6. at every flush, the owner's delivery cursor goes out as a progress record
    (:meth:`progress`): everything due up to it left the store, and the tombstones that
    say so are before it in the partition; a warm standby drops those from its copy.
@@ -30,28 +32,27 @@ Not thread-safe: the service's owner thread calls it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Message
 
-from delaybridge.bridge.delivery.attempts import generation_of
-from delaybridge.bridge.partition.state import PartitionState, PartKey
+from delaybridge.bridge.commit.holds import Hold
+from delaybridge.bridge.partition.copies import generation_of
+from delaybridge.bridge.partition.state import PartitionState, PartKey, Role
 from delaybridge.bridge.produce.outbox import Outbox
-from delaybridge.bridge.produce.retry_queue import RetryQueue, backoff_ms
-from delaybridge.bridge.state.held_values import Gate, HeldValues
+from delaybridge.bridge.produce.resend import Resender, Write
+from delaybridge.bridge.state.held_values import HeldValues
 from delaybridge.bridge.state.topics import ChangelogTopics
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import Clock, TimerRecord
+from delaybridge.timerlog import Clock, StoreMarks, TimerRecord
 from delaybridge.timerlog.changelog_codec import ID_HEADER, PROGRESS, PROGRESS_KEY, key_of, value_of
 from delaybridge.timerlog.commit_format import EncodedBatch
 
 log = logging.getLogger(__name__)
-SEEDING_MARK = "changelog_seeding"  # bridge/state/restorer.py reads it too
-UNACKED_MARK = "changelog_unacked"  # the oldest value not acknowledged at a flush
 WRITE_CHUNK = 10_000  # values written behind per partition and call: no burst in flight
 
 
@@ -62,7 +63,7 @@ class Changelog:
         self,
         topics: ChangelogTopics,
         outbox: Outbox,
-        retries: RetryQueue,
+        resender: Resender,
         clock: Clock,
         max_in_flight: int = 0,
     ) -> None:
@@ -71,19 +72,36 @@ class Changelog:
         self.topics = topics
         self._max_in_flight = max_in_flight
         self._outbox = outbox
-        self._retries = retries
+        self._resender = resender
         self._clock = clock
         self._acked: dict[PartKey, int] = {}
         self._held = HeldValues(topics.settings.write_behind_max_records)
         self._progress: dict[PartKey, int] = {}
+        self._seeding: set[PartKey] = set()
         self._behind_ms = topics.settings.write_behind_ms
 
-    def position(self, part: PartitionState) -> int | None:
-        """The highest acknowledged changelog offset of ``part`` written by us."""
-        return self._acked.get(part.key)
+    def marks(self, part: PartitionState, marks: StoreMarks) -> StoreMarks:
+        """``marks`` with the changelog's own for ``part``'s next flush (rule 5): the
+        changelog offset acknowledged so far (kept while a seed runs: until it finished,
+        the local copy is the truth), the oldest value not acknowledged, and whether a
+        seed runs. An inactive partition's (restoring: the restore sets them) unchanged."""
+        if part.role is not Role.ACTIVE:
+            return marks
+        seeding = part.key in self._seeding
+        position = self._acked.get(part.key)
+        return dataclasses.replace(
+            marks,
+            changelog=marks.changelog if position is None or seeding else position,
+            changelog_unacked=self._held.unacked_from(part.key),
+            changelog_seeding=seeding,
+        )
 
-    def unacked_from(self, part: PartitionState) -> int | None:
-        return self._held.unacked_from(part.key)  # see HeldValues.unacked_from
+    def seeding(self, part: PartitionState, running: bool) -> None:
+        """A seed of ``part`` starts or finishes (``bridge/state/seeding.py``)."""
+        if running:
+            self._seeding.add(part.key)
+        else:
+            self._seeding.discard(part.key)
 
     def stored(
         self,
@@ -91,30 +109,30 @@ class Changelog:
         records: list[TimerRecord],
         encoded: EncodedBatch,
         *,
-        gate_offset: bool = True,
+        hold_offset: bool = True,
         at_once: bool = False,
-        gate: Gate | None = None,
+        hold: Hold | None = None,
     ) -> None:
         """``records`` were appended to ``part``'s store (as ``encoded``): their values
         are held (rule 2), or written now (``at_once``: a copy whose old one is
         tombstoned next, so a store rebuilt from the changelog never holds neither).
-        ``gate_offset`` (ingest): their delay-topic offsets wait for them (rule 1);
-        ``gate``: they wait under this one instead (a parked copy, its original's)."""
-        if gate is None:
-            first = records[0].source_offset if gate_offset else -1
-            gate = Gate(part, first, len(records))
-            if gate_offset:
-                part.offsets.produce_started(first)
+        ``hold_offset`` (ingest): their delay-topic offsets wait for them (rule 1);
+        ``hold``: they wait under this one instead (a parked copy, its original's)."""
+        if hold is None:
+            n = len(records)
+            if hold_offset:
+                hold = Hold.of(part.offsets, records[0].source_offset, n)
+            else:
+                hold = Hold.unheld(n)
         keys = [key_of(rec.source_offset, generation_of(rec)) for rec in records]
         assert encoded.positions is not None, "a batch the store appended has positions"
         positions: list[int] = encoded.positions.tolist()
         if at_once:  # after any value held of an offset it names (see write_through)
             self.write_through(part, max(rec.source_offset for rec in records))
-            topic = self.topics.topic_for(part.topic)
             for key, raw, at in zip(keys, encoded.records(), positions, strict=True):
-                self.send_value(part, topic, key, value_of(raw), gate, 0, at)
+                self.send_value(part, key, value_of(raw), hold, at)
             return
-        if self._held.hold(part.key, keys, positions, gate, self._clock.now_ms()):
+        if self._held.hold(part.key, keys, positions, hold, self._clock.now_ms()):
             # Too many held in all: the older half of this partition's goes out now.
             self.write(part, most=max(1, min(self._held.held(part.key) // 2, WRITE_CHUNK)))
 
@@ -131,15 +149,14 @@ class Changelog:
     def write_through(self, part: PartitionState, offset: int) -> None:
         """Write the held values of offsets up to ``offset`` ahead of a value written at
         once that names it: a rebuilt store skips the delay-topic records up to the
-        highest offset its changelog names (docs/architecture.md, "Changelog")."""
+        highest offset its changelog names (docs/design/changelog.md)."""
         out = self._held.take_through(part.key, offset)
         if out and not part.closed:
             self._send_held(part, out)
 
-    def _send_held(self, part: PartitionState, out: list[tuple[bytes, int, Gate]]) -> None:
-        topic = self.topics.topic_for(part.topic)
+    def _send_held(self, part: PartitionState, out: list[tuple[bytes, int, Hold]]) -> None:
         read = part.store.commit_log.raw  # the record is pending: its segment is there
-        for key, position, gate in out:
+        for key, position, hold in out:
             try:
                 value = value_of(read(position))
             except IntegrityError as exc:  # gone or damaged: delivery deals with it
@@ -149,9 +166,9 @@ class Changelog:
                     position,
                     exc,
                 )
-                gate.done()
+                hold.done()
                 continue
-            self.send_value(part, topic, key, value, gate, 0, position)
+            self.send_value(part, key, value, hold, position)
 
     def write_all(self, parts: list[PartitionState]) -> None:
         """Write every held value of ``parts`` (a handover, a shutdown, a transaction)."""
@@ -175,8 +192,10 @@ class Changelog:
             room -= self.write(part, stored_by_ms, min(room, WRITE_CHUNK))
 
     def progress(self, part: PartitionState) -> None:
-        """Write ``part``'s delivery cursor tick when it moved (rule 6); best effort:
-        a lost one is superseded by the next."""
+        """Write an active ``part``'s delivery cursor tick when it moved (rule 6); best
+        effort: a lost one is superseded by the next."""
+        if part.role is not Role.ACTIVE:
+            return
         tick = part.store.delivered_through_ms
         if tick <= self._progress.get(part.key, -1):
             return
@@ -196,56 +215,42 @@ class Changelog:
             self._note_acked(part, msg)
 
     def send_value(
-        self,
-        part: PartitionState,
-        topic: str,
-        key: bytes,
-        value: bytes,
-        gate: Gate,
-        fails: int = 0,
-        position: int = -1,
-    ) -> bool:
+        self, part: PartitionState, key: bytes, value: bytes, hold: Hold, position: int = -1
+    ) -> None:
         """Write one value (rule 4: retried with backoff while ``part`` is ours); its
-        ack resolves one of ``gate``. ``position``: its record's, until the ack."""
+        ack resolves one of ``hold``. ``position``: its record's, until the ack."""
         if part.closed:
-            return True
+            return
         if position >= 0:
             self._held.sent(part.key, key, position)
-        on_delivery = partial(self._value_outcome, part, topic, key, value, gate, fails)
-        if not self._outbox.send(topic, value, key, None, on_delivery, part.partition):
-            self._later(fails, partial(self.send_value, part, topic, key, value, gate, fails))
-        return True
+        self._resender.send(
+            Write(
+                f"changelog value of {part.name}",
+                self.topics.topic_for(part.topic),
+                value,
+                key,
+                None,
+                on_ack=partial(self._value_acked, part, key, hold),
+                partition=part.partition,
+                wanted=partial(_ours, part),
+            )
+        )
 
-    def _value_outcome(
-        self,
-        part: PartitionState,
-        topic: str,
-        key: bytes,
-        value: bytes,
-        gate: Gate,
-        fails: int,
-        err: RdKafkaError | None,
-        msg: Message | None,
+    def _value_acked(
+        self, part: PartitionState, key: bytes, hold: Hold, msg: Message | None
     ) -> None:
-        if err is None:
-            gate.done()
-            self._held.acked(part.key, key)
-            self._note_acked(part, msg)
-            return
-        if part.closed:
-            return  # rule 4
-        log.warning("changelog write of %s failed: %s; retrying", part.name, err.str())
-        retry = partial(self.send_value, part, topic, key, value, gate, fails + 1)
-        self._later(fails + 1, retry)
+        hold.done()
+        self._held.acked(part.key, key)
+        self._note_acked(part, msg)
 
     def removed(self, part: PartitionState, rec: TimerRecord) -> None:
         """``rec`` left ``part``'s store: drop its unwritten value, or tombstone it."""
         key = key_of(rec.source_offset, generation_of(rec))
-        gate = self._held.drop(part.key, key)
-        if gate is not None:
-            gate.done()  # safe now without ever being written
+        hold = self._held.drop(part.key, key)
+        if hold is not None:
+            hold.done()  # safe now without ever being written
             return
-        self._send_tombstone(part, self.topics.topic_for(part.topic), key, rec.id, 0)
+        self._send_tombstone(part, key, rec.id)
 
     def moved(
         self,
@@ -255,51 +260,38 @@ class Changelog:
         encoded: EncodedBatch,
     ) -> None:
         """``records`` (a parked copy) replace ``old``. ``old``'s value never written:
-        it is forgotten, the new one held under its gate (the delay-topic offset waits
+        it is forgotten, the new one held under its hold (the delay-topic offset waits
         for the copy: released, it was committed past a copy only this disk held); else
         the new one is written at once, ahead of ``old``'s tombstone, so a store rebuilt
         from the changelog never holds neither."""
         key = key_of(old.source_offset, generation_of(old))
-        gate = self._held.drop(part.key, key)
-        if gate is not None:
-            self.stored(part, records, encoded, gate=gate)
+        hold = self._held.drop(part.key, key)
+        if hold is not None:
+            self.stored(part, records, encoded, hold=hold)
             return
-        self.stored(part, records, encoded, gate_offset=False, at_once=True)
-        self._send_tombstone(part, self.topics.topic_for(part.topic), key, old.id, 0)
+        self.stored(part, records, encoded, hold_offset=False, at_once=True)
+        self._send_tombstone(part, key, old.id)
 
     def removed_by_store(self, part: PartitionState) -> None:
         """Tombstone what the store's cancels removed since the last call."""
         for rec in part.store.take_removed():
             self.removed(part, rec)
 
-    def _send_tombstone(
-        self, part: PartitionState, topic: str, key: bytes, id: str, fails: int
-    ) -> bool:
+    def _send_tombstone(self, part: PartitionState, key: bytes, id: str) -> None:
         if part.closed:
-            return True
-        on_delivery = partial(self._tombstone_outcome, part, topic, key, id, fails)
-        headers: list[tuple[str, str | bytes | None]] = [(ID_HEADER, id.encode())]
-        if not self._outbox.send(topic, None, key, headers, on_delivery, part.partition):
-            self._later(fails, partial(self._send_tombstone, part, topic, key, id, fails))
-        return True
-
-    def _tombstone_outcome(
-        self,
-        part: PartitionState,
-        topic: str,
-        key: bytes,
-        id: str,
-        fails: int,
-        err: RdKafkaError | None,
-        msg: Message | None,
-    ) -> None:
-        if err is None:
-            self._note_acked(part, msg)
             return
-        if part.closed:
-            return  # rule 4
-        log.warning("changelog tombstone of %s failed: %s; retrying", part.name, err.str())
-        self._later(fails + 1, partial(self._send_tombstone, part, topic, key, id, fails + 1))
+        self._resender.send(
+            Write(
+                f"changelog tombstone of {part.name}",
+                self.topics.topic_for(part.topic),
+                None,
+                key,
+                [(ID_HEADER, id.encode())],
+                on_ack=partial(self._note_acked, part),
+                partition=part.partition,
+                wanted=partial(_ours, part),
+            )
+        )
 
     def _note_acked(self, part: PartitionState, msg: Message | None) -> None:
         offset: Any = msg.offset() if msg is not None else None
@@ -308,10 +300,12 @@ class Changelog:
             if offset > self._acked.get(key, -1):
                 self._acked[key] = offset
 
-    def _later(self, failures: int, run: Callable[[], bool]) -> None:
-        self._retries.at(self._clock.now_ms() + backoff_ms(failures), run)
-
     def forget(self, part: PartitionState) -> None:
         self._acked.pop(part.key, None)
         self._held.forget(part.key)
         self._progress.pop(part.key, None)
+        self._seeding.discard(part.key)
+
+
+def _ours(part: PartitionState) -> bool:
+    return not part.closed  # rule 4

@@ -1,4 +1,4 @@
-"""Changelog values held back, and the gates that hold delay-topic offsets for them.
+"""Changelog values held back until they are old enough to be written, or never needed.
 
 The changelog (``bridge/state/changelog.py``) writes a stored message's value behind: it waits
 here, keyed by its changelog key, with the time it was stored, until it is old enough
@@ -6,9 +6,10 @@ to be written (rule 2) or its message leaves the store first (then it is dropped
 neither a value nor a tombstone is ever written). What waits is the record's position
 in the store's commit log, not its bytes (~190 bytes a value instead of ~420): the
 record is read back when written, which it can be because it is still pending, and a
-pending record's commit-log segment is never deleted. A :class:`Gate` per stored run
-holds the run's first delay-topic offset back from the group commit until every
-message of the run is safe (rule 1).
+pending record's commit-log segment is never deleted. Each value carries the
+:class:`~delaybridge.bridge.commit.holds.Hold` of its run, which keeps the run's first
+delay-topic offset back from the group commit until every message of the run is safe
+(rule 1).
 
 Per partition the values are kept in the order they were stored (a dict keeps
 insertion order), so "everything stored by time T" is a prefix. Not thread-safe: the
@@ -17,30 +18,10 @@ service's owner thread calls it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
-from delaybridge.bridge.partition.state import PartitionState, PartKey
-
-
-@dataclass(eq=False, slots=True)
-class Gate:
-    """Holds a run's first delay-topic offset back from the commit until every message
-    of the run is safe (rule 1); ``offset`` -1 holds nothing (a parked copy, a seed)."""
-
-    part: PartitionState
-    offset: int
-    left: int
-    on_done: Callable[[], None] | None = field(default=None)
-
-    def done(self) -> None:
-        self.left -= 1
-        if self.left:
-            return
-        if self.offset >= 0:
-            self.part.offsets.produce_acked(self.offset)
-        if self.on_done is not None:
-            self.on_done()
+from delaybridge.bridge.commit.holds import Hold
+from delaybridge.bridge.partition.state import PartKey
 
 
 class HeldValues:
@@ -48,7 +29,7 @@ class HeldValues:
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._by_part: dict[PartKey, dict[bytes, tuple[int, Gate, int]]] = {}
+        self._by_part: dict[PartKey, dict[bytes, tuple[int, Hold, int]]] = {}
         self._count = 0
         self._low: dict[PartKey, bytes] = {}
         """At most the lowest offset (a key's first 8 bytes) held per partition."""
@@ -62,7 +43,7 @@ class HeldValues:
         return self._count
 
     def hold(
-        self, part: PartKey, keys: list[bytes], positions: Sequence[int], gate: Gate, now_ms: int
+        self, part: PartKey, keys: list[bytes], positions: Sequence[int], hold: Hold, now_ms: int
     ) -> bool:
         """Hold these values (their records' commit-log positions, stored at
         ``now_ms``); True when more than the limit are held in all (the caller writes
@@ -73,14 +54,14 @@ class HeldValues:
         self._low[part] = low if was is None or low < was else was
         before = len(held)
         for key, position in zip(keys, positions, strict=True):
-            held[key] = (position, gate, now_ms)
+            held[key] = (position, hold, now_ms)
         self._count += len(held) - before
         return self._count > self._limit
 
     def take(
         self, part: PartKey, stored_by_ms: int | None = None, most: int | None = None
-    ) -> list[tuple[bytes, int, Gate]]:
-        """Remove and return ``part``'s values (key, position, gate), oldest first: all of
+    ) -> list[tuple[bytes, int, Hold]]:
+        """Remove and return ``part``'s values (key, position, hold), oldest first: all of
         them, or those stored by ``stored_by_ms``, at most ``most``."""
         held = self._by_part.get(part)
         if not held:
@@ -88,13 +69,13 @@ class HeldValues:
         if stored_by_ms is None and most is None:
             del self._by_part[part]
             self._low.pop(part, None)
-            out = [(key, position, gate) for key, (position, gate, _) in held.items()]
+            out = [(key, position, hold) for key, (position, hold, _) in held.items()]
         else:
             out = []
-            for key, (position, gate, at_ms) in held.items():
+            for key, (position, hold, at_ms) in held.items():
                 if (stored_by_ms is not None and at_ms > stored_by_ms) or len(out) == most:
                     break
-                out.append((key, position, gate))
+                out.append((key, position, hold))
             for key, _, _ in out:
                 del held[key]
         self._count -= len(out)
@@ -103,8 +84,8 @@ class HeldValues:
     def held(self, part: PartKey) -> int:
         return len(self._by_part.get(part, ()))
 
-    def drop(self, part: PartKey, key: bytes) -> Gate | None:
-        """Forget one held value (its message left the store); its gate, or None if it
+    def drop(self, part: PartKey, key: bytes) -> Hold | None:
+        """Forget one held value (its message left the store); its hold, or None if it
         was not held."""
         held = self._by_part.get(part)
         found = held.pop(key, None) if held is not None else None
@@ -113,7 +94,7 @@ class HeldValues:
         self._count -= 1
         return found[1]
 
-    def take_through(self, part: PartKey, offset: int) -> list[tuple[bytes, int, Gate]]:
+    def take_through(self, part: PartKey, offset: int) -> list[tuple[bytes, int, Hold]]:
         """Remove and return ``part``'s values of delay-topic offsets up to ``offset``
         (keys start with the offset, big-endian, so their first 8 bytes compare as the
         offsets do). A pass over the partition's held values only when its lowest held
@@ -124,9 +105,9 @@ class HeldValues:
         if not held or upto < self._low.get(part, b""):
             return []
         out, low = [], None
-        for key, (pos, gate, _) in held.items():
+        for key, (pos, hold, _) in held.items():
             if (prefix := key[:8]) <= upto:
-                out.append((key, pos, gate))
+                out.append((key, pos, hold))
             elif low is None or prefix < low:
                 low = prefix
         for key, _, _ in out:

@@ -1,11 +1,11 @@
 """The partition life cycle's restore hook: plan on assign, a slice per turn, resume.
 
-1. **assign** (:meth:`Restoring.begin`): the delay topic's changelog is ensured
+1. **assign** (:meth:`RestoreHook.begin`): the delay topic's changelog is ensured
    (created with the delay topic's partition count, or checked); :func:`restore.plan`
    decides; a stale local copy (rule 3) is set aside as ``<store>.stale`` (the one
    before it is deleted) and a fresh store opened; the partition is *restoring*, its
    delay-topic partition assigned paused;
-2. **every turn** (:meth:`Restoring.step`): one slice of every restore;
+2. **every turn** (:meth:`RestoreHook.step`): one slice of every restore;
 3. **restored**: the partition turns *active*: its delay-topic partition is read from
    the group's committed offset (committed only behind changelog acks, so nothing
    stored is missing; schedules at offsets the changelog already named are skipped by
@@ -28,8 +28,8 @@ from confluent_kafka import TopicPartition
 
 from delaybridge.bridge.flow import FlowControl
 from delaybridge.bridge.partition.state import PartitionState, Role
-from delaybridge.bridge.state.changelog import SEEDING_MARK, Changelog
-from delaybridge.bridge.state.restorer import MARK, Restorer, RestoreTask, plan
+from delaybridge.bridge.state.changelog import Changelog
+from delaybridge.bridge.state.restorer import Restorer, RestoreTask, plan
 from delaybridge.bridge.state.seeding import reseed, seed
 from delaybridge.connectors.edge import AdminEdge, ConsumerEdge
 from delaybridge.timerlog import TimerStore
@@ -37,7 +37,7 @@ from delaybridge.timerlog import TimerStore
 log = logging.getLogger(__name__)
 
 
-class Restoring:
+class RestoreHook:
     def __init__(
         self, changelog: Changelog, restorer: Restorer, admin: AdminEdge, flow: FlowControl
     ) -> None:
@@ -71,12 +71,12 @@ class Restoring:
         self._consumer = consumer
         topic = self.changelog.topics.ensure(self.admin, consumer, part.topic)
         marks = part.store.marks
-        if SEEDING_MARK in marks:  # a seed that did not finish: its local copy is the truth
+        if marks.changelog_seeding:  # a seed that did not finish: its local copy is the truth
             seed(self.changelog, part)
             return False
         task = plan(part, self.restorer.consumer, topic)
         if task is None:
-            if MARK not in marks and part.store.stats().pending:
+            if marks.changelog is None and part.store.stats().pending:
                 seed(self.changelog, part)
             else:
                 reseed(self.changelog, part)

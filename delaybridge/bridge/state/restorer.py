@@ -40,6 +40,7 @@ Not thread-safe: the service's owner thread calls it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException, Message, TopicPartition
 
-from delaybridge.bridge.delivery.attempts import generation_of
+from delaybridge.bridge.partition.copies import generation_of
 from delaybridge.bridge.partition.state import PartitionState, PartKey
 from delaybridge.connectors import headers_of
 from delaybridge.connectors.edge import ConsumerEdge
@@ -74,10 +75,6 @@ CONSUMER_SETTINGS = {
     "queued.max.messages.kbytes": 32 << 10,
     "isolation.level": "read_committed",
 }
-MARK = "changelog"
-"""The store mark holding the changelog offset the store covers."""
-SEEN_MARK = "source_seen"
-"""The store mark holding the highest source offset any changelog record named."""
 
 
 @dataclass(eq=False)
@@ -162,7 +159,7 @@ def plan(part: PartitionState, changelog: ConsumerEdge, topic: str) -> RestoreTa
         lambda: changelog.get_watermark_offsets(tp, timeout=30),
         f"changelog {tp.topic}/{tp.partition} offsets",
     )
-    mark = part.store.marks.get(MARK)
+    mark = part.store.marks.changelog
     if mark is not None and mark + 1 >= low:
         if mark + 1 >= high:
             return None  # rule 2
@@ -185,9 +182,9 @@ def apply(task: RestoreTask) -> None:
         if values:
             store.append_raw(values, skip=1)  # past the version byte
         task.values.clear()
-    store.marks[MARK] = task.position - 1
-    store.marks[SEEN_MARK] = max(store.marks.get(SEEN_MARK, -1), task.seen_source)
-    store.flush()
+    marks = store.marks
+    seen = max(-1 if marks.source_seen is None else marks.source_seen, task.seen_source)
+    store.flush(dataclasses.replace(marks, changelog=task.position - 1, source_seen=seen))
 
 
 def _not_held(task: RestoreTask) -> list[bytes]:

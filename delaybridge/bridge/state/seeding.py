@@ -13,14 +13,15 @@ Not thread-safe: the service's owner thread calls it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from functools import partial
 from pathlib import Path
 
-from delaybridge.bridge.delivery.attempts import generation_of
+from delaybridge.bridge.commit.holds import Hold
+from delaybridge.bridge.partition.copies import generation_of
 from delaybridge.bridge.partition.state import PartitionState
-from delaybridge.bridge.state.changelog import SEEDING_MARK, UNACKED_MARK, Changelog
-from delaybridge.bridge.state.held_values import Gate
+from delaybridge.bridge.state.changelog import Changelog
 from delaybridge.timerlog.changelog_codec import key_of, value_of
 from delaybridge.timerlog.commit_codec import decode
 from delaybridge.timerlog.matching import Pending
@@ -31,16 +32,16 @@ log = logging.getLogger(__name__)
 def seed(changelog: Changelog, part: PartitionState) -> None:
     """Write every pending message of ``part``'s store to its changelog (see above)."""
     store = part.store
-    store.marks[SEEDING_MARK] = 1
-    store.flush()
+    changelog.seeding(part, True)
+    store.flush(dataclasses.replace(store.marks, changelog_seeding=True))
     chunks = list(store.pending_records())
     n = sum(len(raws) for raws in chunks)
     topic = changelog.topics.topic_for(part.topic)
     log.info("%s: writing its %d pending messages to changelog %s", part.name, n, topic)
-    gate = Gate(part, -1, n, partial(_seeded, part, topic))
-    _send(changelog, part, topic, chunks, gate, track=False)
+    hold = Hold.unheld(n, partial(_seeded, changelog, part, topic))
+    _send(changelog, part, chunks, hold, track=False)
     if not n:
-        _seeded(part, topic)
+        _seeded(changelog, part, topic)
 
 
 def reseed(changelog: Changelog, part: PartitionState) -> None:
@@ -52,12 +53,11 @@ def reseed(changelog: Changelog, part: PartitionState) -> None:
     them. The commit is held where it is until they are acknowledged; they are tracked
     like any value, so the mark stays until then (a crash meanwhile writes them again:
     the same keys and values, harmless)."""
-    since = part.store.marks.get(UNACKED_MARK)
+    since = part.store.marks.changelog_unacked
     if since is None:
         return
     chunks = list(part.store.pending_records(since=since))
     n = sum(len(pending) for pending in chunks)
-    topic = changelog.topics.topic_for(part.topic)
     log.info(
         "%s: writing again the %d changelog values of pending messages not "
         "acknowledged before the restart",
@@ -65,19 +65,16 @@ def reseed(changelog: Changelog, part: PartitionState) -> None:
         n,
     )
     if not n:
-        part.store.marks.pop(UNACKED_MARK, None)
-        return
-    held_at = part.offsets.commit_position()
-    part.offsets.hold(held_at)
-    _send(changelog, part, topic, chunks, Gate(part, held_at, n), track=True)
+        return  # the next flush clears the mark (``Changelog.marks``)
+    hold = Hold.of(part.offsets, part.offsets.commit_position(), n)
+    _send(changelog, part, chunks, hold, track=True)
 
 
 def _send(
     changelog: Changelog,
     part: PartitionState,
-    topic: str,
     chunks: list[list[Pending]],
-    gate: Gate,
+    hold: Hold,
     *,
     track: bool,
 ) -> None:
@@ -86,9 +83,9 @@ def _send(
             rec = decode(raw, 0, Path("<pending record>"))
             key = key_of(rec.source_offset, generation_of(rec))
             at = position if track else -1
-            changelog.send_value(part, topic, key, value_of(raw), gate, 0, at)
+            changelog.send_value(part, key, value_of(raw), hold, at)
 
 
-def _seeded(part: PartitionState, topic: str) -> None:
-    part.store.marks.pop(SEEDING_MARK, None)
+def _seeded(changelog: Changelog, part: PartitionState, topic: str) -> None:
+    changelog.seeding(part, False)  # the next flush clears the mark (``Changelog.marks``)
     log.info("%s: its changelog %s now holds every pending message", part.name, topic)

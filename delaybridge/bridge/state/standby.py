@@ -32,8 +32,8 @@ from typing import Any
 
 from delaybridge.bridge.commit.offsets import OffsetTracker
 from delaybridge.bridge.partition.state import PartitionState, PartKey, Role
-from delaybridge.bridge.state.restore_hook import Restoring, set_aside
-from delaybridge.bridge.state.restorer import MARK, Restorer, RestoreTask, apply, plan
+from delaybridge.bridge.state.restore_hook import RestoreHook, set_aside
+from delaybridge.bridge.state.restorer import Restorer, RestoreTask, apply, plan
 from delaybridge.connectors.edge import AdminEdge, ConsumerEdge
 from delaybridge.timerlog import Clock, StoreSettings, TimerStore
 
@@ -108,7 +108,7 @@ class Standbys:
         instance_id: str,
         view: GroupView,
         restorer: Restorer,
-        restoring: Restoring,
+        restoring: RestoreHook,
         store_settings: StoreSettings,
         clock: Clock,
     ) -> None:
@@ -162,7 +162,7 @@ class Standbys:
         changelog = self._restoring.changelog.topics.ensure(self._restoring.admin, consumer, topic)
         task = plan(part, self.restorer.consumer, changelog)
         if task is None:  # up to date, or an empty changelog: follow from here
-            start = store.marks.get(MARK, -1) + 1
+            start = (-1 if store.marks.changelog is None else store.marks.changelog) + 1
             task = RestoreTask(part, changelog, start, 0, held_through=store.last_source_offset)
         elif task.rebuild and (store.stats().pending or store.last_source_offset >= 0):
             set_aside(part)

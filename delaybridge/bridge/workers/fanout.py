@@ -8,7 +8,7 @@ port of its own; this router answers the pod's port by asking them:
 - ``/healthz``, ``/readyz`` — 200 only when every worker runs and answers 200; the body
   names each worker's state (and the reason of one that is not ready);
 - ``/admin/messages`` (listing) — the workers' pages merged by position, the rule
-  ``delaybridge pending list`` uses across replicas (``pending_cli.list_page``), so the
+  ``delaybridge pending list`` uses across replicas (``replicas.list_page``), so the
   cursor resumes every worker; ``/admin/pending`` — the workers' counts summed;
 - ``/admin/messages/<id>`` — GET: the worker that holds it answers; DELETE: sent to the
   worker that holds it (else to the first running one): one cancel record is published
@@ -34,9 +34,8 @@ from urllib.parse import urlencode
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from delaybridge.bridge.admin import pending
+from delaybridge.bridge.admin import pending, replicas
 from delaybridge.bridge.admin.control import BadRequest
-from delaybridge.bridge.cli import pending as pending_cli
 from delaybridge.bridge.http.routes import (
     MESSAGES_PREFIX,
     Request,
@@ -217,7 +216,7 @@ class FanOut:
             return ok(answer)
 
         cursor = params.get("cursor")
-        page = pending_cli.list_page(
+        page = replicas.list_page(
             fetch, list(urls.values()), query.filter, query.limit, cursor, query.values
         )
         del page["replicas"]

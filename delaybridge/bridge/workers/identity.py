@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 
 from delaybridge.bridge.commit.transactions import transactional_id
+from delaybridge.bridge.tuning import suffix
 from delaybridge.errors import ConfigError
 from delaybridge.settings import Settings
 
@@ -65,11 +66,6 @@ def check_supported(settings: Settings, count: int) -> None:
             "keep a standby of a partition a sibling worker owns, in the same store "
             "directory); use workers: 1 with standbys, or standbys off with workers"
         )
-
-
-def suffix(index: int) -> str:
-    """What worker ``index`` appends to the names it must not share ("" for worker 0)."""
-    return "" if index == 0 else f"-w{index}"
 
 
 def worker_settings(settings: Settings, index: int) -> Settings:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from delaybridge.bridge.cli import pending as pending_cli
+from delaybridge.bridge.admin import replicas
 from delaybridge.bridge.http.routes import Response
 from delaybridge.errors import DelayBridgeError
 
@@ -77,7 +77,7 @@ def as_response(answer: Answer) -> Response:
 
 def merge_pending(docs: dict[str, dict[str, Any]], start: int) -> dict[str, Any]:
     """The workers' ``/admin/pending`` answers (all for ``start``) as one."""
-    total = pending_cli.sum_stats(docs)
+    total = replicas.sum_stats(docs)
     edge = max((d["histogram"].get("edge_ms", start) for d in docs.values()), default=start)
     return {
         "pending": total["pending"],

@@ -308,7 +308,7 @@ def _rfc3339(ms: int) -> str:
 def test_admin_lookup_pause_and_cancel(
     kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher
 ) -> None:
-    from delaybridge.bridge.admin.control import Direction
+    from delaybridge.bridge.flow import Direction
 
     service = sidecar.service.control
     service.pause(Direction.DEQUEUE)

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from delaybridge.bridge.delivery.attempts import generation_of
+from delaybridge.bridge.partition.copies import generation_of
 from delaybridge.timerlog.commit_codec import decode
 from tests.unit.bridge.sidecar_kit import DLT, ORDERS, FakeSidecar, schedule
 

@@ -57,7 +57,7 @@ def test_a_flush_without_space_keeps_the_offset_and_does_not_crash(tmp_path: Pat
     part = side.service.partitions.by_key[(DELAY, 0)]
     real_flush = TimerStore.flush
 
-    def full_disk(self: TimerStore, **kwargs: object) -> None:
+    def full_disk(self: TimerStore, *args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     TimerStore.flush = full_disk  # type: ignore[method-assign]

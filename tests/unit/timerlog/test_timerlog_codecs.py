@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import TimerRecord, cancel_codec, commit_codec, timer_codec
+from delaybridge.timerlog import StoreMarks, TimerRecord, cancel_codec, commit_codec, timer_codec
 from delaybridge.timerlog.checkpoint import ENVELOPE, MAGIC, Checkpoint
 from delaybridge.timerlog.stats import StoreCounters
 
@@ -161,7 +161,7 @@ def test_checkpoint_json_keeps_its_flat_field_names(tmp_path: Path) -> None:
     older = {k: v for k, v in body.items() if k != "rolled_total"}  # a counter added later
     loaded = Checkpoint.from_json(older)
     assert loaded.counters == StoreCounters(5, 2, 1, 0, 0, 0) and loaded.timer_end == 5
-    assert loaded.marks == {}
+    assert loaded.marks == StoreMarks()
 
 
 def test_a_version_1_checkpoint_loads_and_a_newer_one_is_refused(tmp_path: Path) -> None:

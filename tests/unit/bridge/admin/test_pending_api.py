@@ -16,7 +16,7 @@ from typing import Any, cast
 import pytest
 
 from delaybridge.bridge.admin.pending import PendingQuery, filter_fingerprint, list_replica
-from delaybridge.bridge.cli.pending import list_page, replicas, sum_stats
+from delaybridge.bridge.admin.replicas import list_page, replicas, sum_stats
 from delaybridge.bridge.partition.state import PartitionState, Role
 from delaybridge.errors import DelayBridgeError
 from delaybridge.timerlog import ManualClock, StoreSettings, TimerStore

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from delaybridge.bridge.cancels.requests import CancelLedger, CancelRequest
+from delaybridge.bridge.cancels.ledger import CancelLedger
+from delaybridge.bridge.cancels.requests import CancelRequest
 from delaybridge.bridge.observe.tally import Tally
 from delaybridge.timerlog import Cancel
 

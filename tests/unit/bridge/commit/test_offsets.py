@@ -20,14 +20,16 @@ def test_commit_follows_flush_not_append() -> None:
 def test_unacked_side_produce_holds_the_commit_back() -> None:
     t = OffsetTracker(0)
     t.handled(0)
-    t.produce_started(1)  # e.g. a dead letter
+    t.handled(1)
+    t.hold(1)  # e.g. a dead letter
     t.handled(2)
-    t.produce_started(3)
+    t.handled(3)
+    t.hold(3)
     t.store_flushed()
     assert t.commit_position() == 1
-    t.produce_acked(3)  # out of order: 1 is still unacked
+    t.release(3)  # out of order: 1 is still unacked
     assert t.commit_position() == 1
-    t.produce_acked(1)
+    t.release(1)
     assert t.commit_position() == 4
     assert t.unacked == 0
 
@@ -37,16 +39,19 @@ def test_produces_started_out_of_order_hold_the_commit_at_the_oldest() -> None:
     first) before the batch's cancels and dead letters of earlier offsets."""
     t = OffsetTracker(0)
     t.handled(2)
-    t.produce_started(2)  # the replace of the schedule at 2
-    t.produce_started(0)  # a cancel
-    t.produce_started(1)  # a dead letter
+    t.handled(2)
+    t.hold(2)  # the replace of the schedule at 2
+    t.handled(0)
+    t.hold(0)  # a cancel
+    t.handled(1)
+    t.hold(1)  # a dead letter
     t.store_flushed()
     assert t.commit_position() == 0
-    t.produce_acked(0)
+    t.release(0)
     assert t.commit_position() == 1
-    t.produce_acked(2)
+    t.release(2)
     assert t.commit_position() == 1
-    t.produce_acked(1)
+    t.release(1)
     assert t.commit_position() == 3
 
 
@@ -54,13 +59,15 @@ def test_two_produces_of_one_offset_both_hold_the_commit() -> None:
     """A schedule's changelog value and its replace are both gated on its offset."""
     t = OffsetTracker(5)
     t.handled(5)
-    t.produce_started(5)  # changelog
-    t.produce_started(5)  # replace
+    t.handled(5)
+    t.hold(5)  # changelog
+    t.handled(5)
+    t.hold(5)  # replace
     t.store_flushed()
-    t.produce_acked(5)
+    t.release(5)
     assert t.commit_position() == 5  # the other one is still unacknowledged
     assert t.unacked == 1
-    t.produce_acked(5)
+    t.release(5)
     assert t.commit_position() == 6 and t.unacked == 0
 
 

@@ -10,6 +10,7 @@ from delaybridge.bridge.observe.metrics import Metrics
 from delaybridge.bridge.observe.tally import Tally
 from delaybridge.bridge.partition.state import PartitionState
 from delaybridge.bridge.produce.outbox import Outbox
+from delaybridge.bridge.produce.resend import Resender
 from delaybridge.bridge.produce.retry_queue import RetryQueue
 from delaybridge.bridge.telemetry import Telemetry
 from delaybridge.settings import DeliverySettings
@@ -34,9 +35,10 @@ def test_an_early_record_is_held_counted_and_reaches_the_metric(tmp_path: Path) 
     cluster.create_topic("orders")
     producer = FakeProducer(cluster)
     tally = Tally()
-    deliverer = Deliverer(
-        Outbox(producer), DeliverySettings(), "dlt", ManualClock(T), tally, RetryQueue()
-    )
+    outbox = Outbox(producer)
+    clock = ManualClock(T)
+    resender = Resender(outbox, RetryQueue(), clock)
+    deliverer = Deliverer(outbox, DeliverySettings(), "dlt", clock, tally, resender)
 
     deliverer.pump([part])
 
@@ -58,9 +60,9 @@ def test_lateness_counts_from_when_a_message_could_first_go_out(tmp_path: Path) 
     cluster = FakeCluster()
     cluster.create_topic("orders")
     tally = Tally()
-    deliverer = Deliverer(
-        Outbox(FakeProducer(cluster)), DeliverySettings(), "dlt", clock, tally, RetryQueue()
-    )
+    outbox = Outbox(FakeProducer(cluster))
+    resender = Resender(outbox, RetryQueue(), clock)
+    deliverer = Deliverer(outbox, DeliverySettings(), "dlt", clock, tally, resender)
     deliverer.pump([part])
     assert tally.lateness_ms == [150]
     part.close()

@@ -77,7 +77,7 @@ def crash_after_spawning(data_dir: Path, *, marked: bool = False, **kw: Any) -> 
         for _ in range(2):
             side.turns(1)
             side.checkpoint()
-        assert side.service.partitions.by_key[(DELAY, 0)].store.marks.get("changelog") is not None
+        assert side.service.partitions.by_key[(DELAY, 0)].store.marks.changelog is not None
     side.send(every("s", "2s", 4))
     side.turns(1)
     side.producer.hold_acks = True

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from delaybridge.bridge.admin.control import Control, ControlTimeout, Direction
+from delaybridge.bridge.admin.control import Control, ControlTimeout
+from delaybridge.bridge.flow import Direction
 from delaybridge.bridge.http.server import HttpServer
 from delaybridge.bridge.observe.metrics import Metrics
 from delaybridge.errors import ConfigError

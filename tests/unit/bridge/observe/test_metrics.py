@@ -7,7 +7,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from delaybridge.bridge.admin.control import Direction
+from delaybridge.bridge.flow import Direction
 from delaybridge.bridge.observe.labels import OTHER, LabelBudget
 from delaybridge.bridge.observe.lateness import LATENESS_BUCKETS_S
 from delaybridge.bridge.observe.metrics import Metrics

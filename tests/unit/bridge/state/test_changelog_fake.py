@@ -116,14 +116,14 @@ def test_a_message_delivered_after_the_last_flush_is_not_delivered_again(
         side.turns(1)
         side.checkpoint()
     part = side.service.partitions.by_key[(DELAY, 0)]
-    mark = part.store.marks.get("changelog")
+    mark = part.store.marks.changelog
     side.producer.hold_acks = True
     side.send(schedule("soon0", 500))
     side.turns(1)
     side.checkpoint()  # on disk, its value sent but not acknowledged
     side.producer.hold_acks = False
     side.turns(4, advance_ms=200)  # acknowledged, delivered, tombstoned; no flush
-    assert part.store.marks.get("changelog") == mark
+    assert part.store.marks.changelog == mark
     assert [h["delay-id"] for h in side.delivered()] == ["soon0"]
     side.kill9(changelog_written=True)
     again = FakeSidecar(tmp_path, clock=side.clock, cluster=side.cluster)
@@ -280,7 +280,7 @@ def test_a_store_from_before_the_changelog_is_written_to_it_then_restorable(
     upgraded.turns(3)
     assert len(changelog(upgraded)) == 30
     upgraded.checkpoint()
-    assert all("changelog_seeding" not in p.store.marks for p in upgraded.service.partitions)
+    assert not any(p.store.marks.changelog_seeding for p in upgraded.service.partitions)
     upgraded.stop()
     shutil.rmtree(tmp_path / "a")
     fresh = FakeSidecar(tmp_path / "b", clock=old.clock, cluster=old.cluster)

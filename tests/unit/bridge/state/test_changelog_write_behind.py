@@ -118,7 +118,7 @@ def test_a_store_whose_messages_all_left_within_the_window_reopens_without_a_reb
         side.checkpoint()
     assert len(side.delivered()) == 4 and changelog(side) == []
     store = next(p.store for p in side.service.partitions if p.partition == 0)
-    assert store.marks.get("changelog") is not None  # the progress records' position
+    assert store.marks.changelog is not None  # the progress records' position
     side.kill9()
     again = FakeSidecar(tmp_path / "a", clock=side.clock, cluster=side.cluster, changelog=BEHIND)
     again.turns(3)

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from delaybridge.bridge.admin.control import Direction
+from delaybridge.bridge.flow import Direction
 from delaybridge.bridge.http.routes import Request, Router
 from delaybridge.bridge.http.server import HttpServer
 from delaybridge.bridge.observe.metrics import Metrics

@@ -27,7 +27,7 @@ from typing import Any
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException
 
-from delaybridge.bridge.delivery.attempts import generation_of
+from delaybridge.bridge.partition.copies import generation_of
 from delaybridge.timerlog import TimerRecord
 
 log = logging.getLogger(__name__)
