@@ -63,7 +63,7 @@ class DeliverySettings(_Section):
     # A recurring schedule's occurrences missed by more than this (the sidecar was down)
     # are skipped; those within it are caught up at once (contract/series.py).
     series_misfire_ms: int = Field(default=60_000, ge=0)
-    # Exactly-once (Kafka transactions, docs/architecture.md "Exactly-once"): deliveries,
+    # Exactly-once (Kafka transactions, docs/design/exactly-once.md): deliveries,
     # changelog writes, side writes and the delay-topic offsets commit together, every
     # transaction_interval_ms. Needs the changelog.
     exactly_once: bool = False

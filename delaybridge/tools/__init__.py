@@ -1,8 +1,8 @@
 """Tools around the product: the README's demo, the end-to-end benchmark, the passthrough.
 
-The top of the package graph (tools -> spark -> bridge -> timerlog -> wheel): the demo
-runs the sidecar and then the Spark reconciliation, and the benchmark drives a sidecar
-child process, so they may import any part and no part imports them.
+The top of the package graph (tools -> spark | bridge -> contract -> settings -> timerlog
+-> wheel): the demo runs the sidecar and then the Spark reconciliation, and the benchmark
+drives a sidecar child process, so they may import any part and no part imports them.
 
 * :func:`delaybridge.tools.demo.run_demo` — ``delaybridge demo``;
 * :func:`delaybridge.tools.e2e.run_e2e` — ``delaybridge bench e2e``;

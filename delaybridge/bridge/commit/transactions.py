@@ -4,14 +4,15 @@ Everything the sidecar produces in an interval — deliveries, their changelog
 tombstones, stored messages' changelog values, re-published cancels, dead letters —
 and the delay-topic positions that ingest reached go into one transaction of the
 replica's transactional producer, which commits them together or not at all. The
-protocol as numbered steps is in docs/architecture.md ("Exactly-once"); this module is
-the transaction's state machine and its error classes:
+protocol as numbered steps is ``bridge/commit/point.py`` and ``exactly_once.py``
+(reasons: docs/design/exactly-once.md); this module is the transaction's state machine
+and its error classes:
 
 - **begin** lazily, on the first record of an interval (:meth:`Transactions.ensure_open`,
   the Outbox's hook);
 - **doomed**: a record of the open transaction failed. Kafka will refuse the commit
   (``txn_requires_abort``), so the interval is aborted at its end and every owned
-  partition restarted from the last commit (``Service._restart_partitions``);
+  partition restarted from the last commit (``ownership.Partitions.restart``);
 - **commit**: ``send_offsets_to_transaction`` with the consumer's group metadata (a
   zombie of an older group generation is fenced by the coordinator, KIP-447), then
   ``commit_transaction``; a *retriable* error is retried until the transaction timeout,

@@ -117,7 +117,7 @@ def open_partition(
 
     ``rebuildable`` (the changelog is on): a store too damaged to open is kept aside as
     ``<store>.damaged-<unix time>`` and an empty one opened instead, which the restore
-    then rebuilds from the changelog (no mark: rule 3 of ``restore.py``) — instead of the
+    then rebuilds from the changelog (no mark: rule 3 of ``state/restorer.py``) — instead of the
     pod failing the same way at every start.
     """
     started = time.monotonic()

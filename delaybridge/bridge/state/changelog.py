@@ -1,7 +1,7 @@
 """Writing the changelog: every store change, in Kafka, so the store survives its pod.
 
 Format and keys: ``timerlog/changelog_codec.py``; topics: ``bridge/state/topics.py``.
-The rules (DESIGN §5; the protocol as numbered steps is in docs/architecture.md):
+The rules (DESIGN §5; reasons in docs/design/changelog.md):
 
 1. a message stored from delay-topic offset N holds N back from the group's offset
    commit (a :class:`~delaybridge.bridge.commit.holds.Hold` per run of messages) until it is

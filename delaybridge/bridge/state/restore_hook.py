@@ -1,7 +1,7 @@
 """The partition life cycle's restore hook: plan on assign, a slice per turn, resume.
 
 1. **assign** (:meth:`RestoreHook.begin`): the delay topic's changelog is ensured
-   (created with the delay topic's partition count, or checked); :func:`restore.plan`
+   (created with the delay topic's partition count, or checked); :func:`restorer.plan`
    decides; a stale local copy (rule 3) is set aside as ``<store>.stale`` (the one
    before it is deleted) and a fresh store opened; the partition is *restoring*, its
    delay-topic partition assigned paused;
@@ -12,7 +12,7 @@
    ingest) and resumed unless ingest is paused;
 4. a store whose checkpoint says some values were not acknowledged (mark
    ``changelog_unacked``, a crash) writes those of them still pending again, once it is
-   active (``changelog_seed.reseed``).
+   active (``seeding.reseed``).
 
 A partition revoked while restoring keeps what its store took so far (its checkpoint
 names the changelog offset reached) and resumes there if it comes back.

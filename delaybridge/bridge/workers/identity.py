@@ -10,7 +10,7 @@ from the changelog. What must not be shared is derived here from the worker's in
 - ``kafka.instance_id`` (static membership): ``<id>-w<i>``;
 - the ``transactional.id`` (exactly-once): ``<id>-w<i>``, ``<id>`` being what a single
   sidecar would use (``transactions.transactional_id``);
-- the cancel feed's position file: ``cancel-feed-w<i>.json`` (``cancel_feed.py``);
+- the cancel feed's position file: ``cancel-feed-w<i>.json`` (``bridge/cancels/feed.py``);
 - the HTTP server: loopback, an ephemeral port (the supervisor serves the pod's port).
 
 Worker 0 keeps the single sidecar's identity unchanged, so going from one worker to
