@@ -1,0 +1,84 @@
+"""The one produce-with-retry: until acknowledged, with backoff, while wanted."""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError, Message
+
+from delaybridge.bridge.produce.outbox import Outbox
+from delaybridge.bridge.produce.resend import Resender, Write
+from delaybridge.bridge.produce.retry_queue import BACKOFF_MIN_MS, RetryQueue
+from delaybridge.timerlog import ManualClock
+from tests.fakes.clients import FakeProducer
+from tests.fakes.cluster import FakeCluster
+
+T = 1_000_000
+
+
+def _parts() -> tuple[FakeCluster, FakeProducer, RetryQueue, ManualClock, Resender]:
+    cluster = FakeCluster()
+    cluster.create_topic("out")
+    producer = FakeProducer(cluster)
+    retries = RetryQueue()
+    clock = ManualClock(T)
+    return cluster, producer, retries, clock, Resender(Outbox(producer), retries, clock)
+
+
+def test_a_failed_write_is_sent_again_after_a_backoff_until_acknowledged() -> None:
+    cluster, producer, retries, clock, resender = _parts()
+    acked: list[Message | None] = []
+    producer.fail_next("out", KafkaError.REQUEST_TIMED_OUT, times=2)
+    w = Write("test record", "out", b"v", b"k", None, on_ack=acked.append)
+    resender.send(w)
+    producer.poll(0)  # first report: failed
+    assert w.failures == 1 and not acked
+    assert retries.next_ms() == T + BACKOFF_MIN_MS
+    clock.advance(BACKOFF_MIN_MS)
+    retries.run_due(clock.now_ms())
+    producer.poll(0)  # second: failed again, a longer backoff
+    assert w.failures == 2 and retries.next_ms() == clock.now_ms() + 2 * BACKOFF_MIN_MS
+    clock.advance(2 * BACKOFF_MIN_MS)
+    retries.run_due(clock.now_ms())
+    producer.poll(0)
+    assert len(acked) == 1 and [r.value() for r in cluster.records("out")] == [b"v"]
+
+
+def test_a_write_no_longer_wanted_is_given_up() -> None:
+    cluster, producer, retries, clock, resender = _parts()
+    ours = [True]
+    producer.fail_next("out", KafkaError.REQUEST_TIMED_OUT)
+    w = Write("test record", "out", b"v", None, None, on_ack=lambda _m: None)
+    w.wanted = lambda: ours[0]
+    resender.send(w)
+    producer.poll(0)
+    ours[0] = False  # its partition moved away meanwhile
+    clock.advance(60_000)
+    retries.run_due(clock.now_ms())
+    producer.poll(0)
+    assert cluster.records("out") == [] and len(retries) == 0
+
+
+def test_on_failure_may_deal_with_a_refusal_itself() -> None:
+    _cluster, producer, retries, _clock, resender = _parts()
+    refused: list[int] = []
+
+    def shrink(w: Write, err: KafkaError) -> bool:
+        refused.append(err.code())
+        return True  # dealt with: no retry
+
+    producer.fail_next("out", KafkaError.MSG_SIZE_TOO_LARGE)
+    resender.send(Write("big", "out", b"v" * 10, None, None, lambda _m: None, on_failure=shrink))
+    producer.poll(0)
+    assert refused == [KafkaError.MSG_SIZE_TOO_LARGE] and len(retries) == 0
+
+
+def test_a_full_queue_is_tried_again_later_not_dropped() -> None:
+    cluster, producer, retries, clock, resender = _parts()
+    producer.queue_capacity = 0
+    acked: list[Message | None] = []
+    resender.send(Write("test record", "out", b"v", None, None, acked.append))
+    assert len(retries) == 1
+    producer.queue_capacity = 10
+    clock.advance(BACKOFF_MIN_MS)
+    retries.run_due(clock.now_ms())
+    producer.poll(0)
+    assert len(acked) == 1 and len(cluster.records("out")) == 1
