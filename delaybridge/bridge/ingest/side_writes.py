@@ -80,7 +80,7 @@ class SideWriter:
         part.side_unacked += 1
         value, headers = _payload(w)
         write = Write(
-            f"side write {w.where}",
+            w.where,
             w.topic,
             value,
             w.key,

@@ -48,7 +48,7 @@ class Write:
     """One record to produce until it is acknowledged (see the module docstring)."""
 
     what: str
-    """What it is, for the log: ``"changelog value of delay-3 at 812"``."""
+    """What it is, for the log: ``"delay/3/812"``, ``"the changelog value of delay-3"``."""
     topic: str
     value: bytes | None
     key: bytes | None
@@ -82,7 +82,7 @@ class Resender:
         try:
             self._outbox.send_blocking(w.topic, w.value, w.key, w.headers, on_delivery, wait_s)
         except KafkaError as exc:  # no room in the producer queue for a long while
-            log.error("cannot queue the %s for %r: %s; retrying", w.what, w.topic, exc)
+            log.error("cannot queue %s for %r: %s; retrying", w.what, w.topic, exc)
             w.failures += 1
             self.later(w.failures, partial(self._again, w))
 
@@ -106,5 +106,5 @@ class Resender:
         w.failures += 1
         if w.on_failure is not None and w.on_failure(w, err):
             return  # step 4, dealt with
-        log.warning("writing the %s to %r failed: %s; retrying", w.what, w.topic, err.str())
+        log.warning("writing %s to %r failed: %s; retrying", w.what, w.topic, err.str())
         self.later(w.failures, partial(self._again, w))  # step 4

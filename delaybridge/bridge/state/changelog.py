@@ -225,7 +225,7 @@ class Changelog:
             self._held.sent(part.key, key, position)
         self._resender.send(
             Write(
-                f"changelog value of {part.name}",
+                f"the changelog value of {part.name}",
                 self.topics.topic_for(part.topic),
                 value,
                 key,
@@ -282,7 +282,7 @@ class Changelog:
             return
         self._resender.send(
             Write(
-                f"changelog tombstone of {part.name}",
+                f"the changelog tombstone of {part.name}",
                 self.topics.topic_for(part.topic),
                 None,
                 key,
