@@ -237,23 +237,20 @@ class Metrics:
     def rolled(self, n: int = 1) -> None:
         self._rolled.inc(n)
 
-    def store_corrupt(self, readable: int, unreadable: int) -> None:
-        self._store_corrupt.labels("true").inc(readable)
-        self._store_corrupt.labels("false").inc(unreadable)
+    def store_corrupt(self, readable: str, n: int = 1) -> None:
+        self._store_corrupt.labels(readable).inc(n)
 
     def delivery_retried(self, reason: Reason, n: int = 1) -> None:
         self._retries.labels(Reason(reason).value).inc(n)
 
-    def transaction_committed(self) -> None:
-        self._txn_committed.inc()
-        self._txn_aborts_in_row.set(0)
+    def transactions_committed(self, n: int = 1) -> None:
+        self._txn_committed.inc(n)
 
-    def transaction_aborted(self, in_row: int) -> None:
-        self._txn_aborted.inc()
-        self._txn_aborts_in_row.set(in_row)
+    def transactions_aborted(self, n: int = 1) -> None:
+        self._txn_aborted.inc(n)
 
-    def backpressure_paused(self) -> None:
-        self._backpressure_pauses.inc()
+    def backpressure_pauses(self, n: int = 1) -> None:
+        self._backpressure_pauses.inc(n)
 
     def observe_lateness_ms(self, lateness_ms: npt.ArrayLike) -> None:
         """One batch of ``actual - due`` in milliseconds. Negative values (early: a bug)
@@ -280,6 +277,9 @@ class Metrics:
 
     def set_wheel_read_lag_seconds(self, seconds: float) -> None:
         self._wheel_read_lag.set(seconds)
+
+    def set_transaction_consecutive_aborts(self, aborts: int) -> None:
+        self._txn_aborts_in_row.set(aborts)
 
     def set_store_free_bytes(self, n_bytes: int) -> None:
         self._free.set(n_bytes)

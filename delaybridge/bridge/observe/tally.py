@@ -1,7 +1,8 @@
 """What happened since the last metrics refresh: one tally that every part adds to.
 
-Ingest, delivery and the cancel paths all count into the same :class:`Tally` (they get
-it at construction); the telemetry drains it once per refresh (:meth:`Tally.drain`)
+Ingest, delivery, the cancel paths, the transactions and flow control all count into
+the same :class:`Tally` (they get it at construction), and the telemetry adds what
+the stores counted in their stats; it drains the tally once per refresh (:meth:`Tally.drain`)
 and hands the counts to the Prometheus metrics. One drain protocol for every counter
 source, so a counter cannot be counted and then forgotten on the way to ``/metrics``.
 
@@ -41,6 +42,17 @@ class Tally:
     """Cancels that matched no pending message in this sidecar's stores."""
     early: int = 0
     """Records a store handed out before their due time (held back; must stay 0)."""
+    rolled: int = 0
+    """Long delays the stores re-entered into their wheel's window."""
+    store_corrupt: Counter[str] = field(default_factory=Counter)
+    """Stored records that failed their CRC when read, by readable (``"true"``,
+    ``"false"``)."""
+    backpressure_pauses: int = 0
+    """Times flow control paused ingest."""
+    transactions_committed: int = 0
+    """Exactly-once mode: transactions committed."""
+    transactions_aborted: int = 0
+    """Exactly-once mode: transactions aborted."""
     lateness_ms: list[int] = field(default_factory=list)
     """``produce time - due time`` of every delivered record."""
 

@@ -125,7 +125,7 @@ def test_scalar_gauges(m: Metrics) -> None:
     m.set_in_flight(10)
     m.set_delivery_backlog(20)
     m.set_backpressure(True)
-    m.backpressure_paused()
+    m.backpressure_pauses()
     m.set_assigned_partitions(6)
     m.heartbeat(1234.5)
     assert value(m, "delaybridge_wheel_read_lag_seconds") == 0.4
