@@ -106,29 +106,7 @@ class Telemetry:
                 m.partitions.forget(*gone)
             self._standby_keys = keys
         # Before the pending gauge: the counters' topics take the label budget first.
-        t = self._tally.drain()
-        for topic, n in t.enqueued.items():
-            m.enqueued(topic, n)
-        for topic, n in t.delivered.items():
-            m.delivered(topic, n)
-        for reason, n in t.dead_lettered.items():
-            m.dead_lettered(reason, n)
-        for reason, n in t.retries.items():
-            m.delivery_retried(reason, n)
-        m.cancelled(t.cancelled)
-        m.cancel_unknown(t.cancel_unknown)
-        m.replaced(t.replaced)
-        m.cancels_published(t.cancels_published)
-        m.cancels_unreadable(t.cancels_unreadable)
-        m.early(t.early)
-        m.rolled(t.rolled)
-        for readable, n in t.store_corrupt.items():
-            m.store_corrupt(readable, n)
-        m.backpressure_pauses(t.backpressure_pauses)
-        m.transactions_committed(t.transactions_committed)
-        m.transactions_aborted(t.transactions_aborted)
-        if t.lateness_ms:
-            m.observe_lateness_ms(t.lateness_ms)
+        m.count(t.drain())
         if self._transactions is not None:
             m.set_transaction_consecutive_aborts(self._transactions.consecutive_aborts)
         m.set_pending(pending_by_topic)
