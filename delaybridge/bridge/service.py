@@ -107,7 +107,7 @@ class Service:
         self.resender = Resender(self.outbox, self.retries, clock)
         self.commits = CommitResults()  # refused offset commits are sent again
         self.consumer = self._clients.consumer(CONSUMER_OVERRIDES | on_error | self.commits.conf)
-        self.transactions = _transactions(s, self.outbox, self.metrics, make_producer)
+        self.transactions = _transactions(s, self.outbox, self.tally, make_producer)
         poisoned = None if self.transactions is None else Poisoned()
         self.flow = FlowControl(
             s.store.max_pending_messages,
@@ -177,6 +177,7 @@ class Service:
             self.partitions.restoring,
             self.partitions.standbys,
             self.feed.waits,
+            self.transactions,
         )
         self.control = AdminControl(
             s.kafka.group_id,
@@ -299,7 +300,7 @@ class Service:
         # waiting for their next try (dead letters a refusing topic bounced).
         backlog = max(load.backlog, load.queued + len(self.retries))
         if self.flow.update(load.pending, backlog, free):
-            self.metrics.backpressure_paused()
+            self.tally.backpressure_pauses += 1
 
     def _checkpoint(self, run: Callable[[ConsumerEdge], bool]) -> None:
         """Run one of the commit point's checkpoints; after an aborted transaction,
@@ -366,7 +367,7 @@ class Service:
 def _transactions(
     settings: Settings,
     outbox: Outbox,
-    metrics: Metrics,
+    tally: Tally,
     make_producer: Callable[[], ProducerEdge],
 ) -> Transactions | None:
     """Exactly-once mode's transaction, joined to the Outbox (None in at-least-once
@@ -379,6 +380,6 @@ def _transactions(
         outbox.producer = make_producer()
         return outbox.producer
 
-    txns = Transactions(outbox.producer, settings.delivery.transaction_timeout_ms, metrics, renew)
+    txns = Transactions(outbox.producer, settings.delivery.transaction_timeout_ms, tally, renew)
     outbox.transactions = txns
     return txns

@@ -1,10 +1,12 @@
 """From the loop's state to the Prometheus metrics, once per flush interval.
 
-:meth:`Telemetry.publish` drains the :class:`~delaybridge.bridge.observe.tally.Tally` (counts
-since the last refresh, from every part of the loop) into the counters, and sets the
-gauges from snapshots: per-store stats, consumer lag from the cached watermarks, the
-in-flight and backlog sizes, and the flow-control state. It returns the totals flow
-control decides on. Not thread-safe: the owner thread calls it.
+:meth:`Telemetry.publish` sets the gauges from snapshots (per-store stats, consumer
+lag from the cached watermarks, the in-flight and backlog sizes, the flow-control and
+transaction state), adds what the stores counted themselves (rolls, corrupt records:
+totals in their stats) to the :class:`~delaybridge.bridge.observe.tally.Tally`, and
+drains the tally (counts since the last refresh, from every part of the loop) into
+the counters. It returns the totals flow control decides on. Not thread-safe: the
+owner thread calls it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, TopicPartition
 
+from delaybridge.bridge.commit.transactions import Transactions
 from delaybridge.bridge.observe.metrics import Metrics
 from delaybridge.bridge.observe.tally import Tally
 from delaybridge.bridge.partition.state import PartitionState
@@ -42,36 +45,21 @@ class Telemetry:
         restoring: RestoreHook | None = None,
         standbys: Standbys | None = None,
         replace_waits: Sized | None = None,
+        transactions: Transactions | None = None,
     ) -> None:
         self._metrics = metrics
         self._tally = tally
         self._restoring = restoring
         self._standbys = standbys
         self._replace_waits = replace_waits
+        self._transactions = transactions
         self._standby_keys: set[tuple[str, int]] = set()
 
     def publish(
         self, parts: Iterable[PartitionState], consumer: ConsumerEdge, in_flight: int
     ) -> Load:
         m = self._metrics
-        t = self._tally.drain()
-        for topic, n in t.enqueued.items():
-            m.enqueued(topic, n)
-        for topic, n in t.delivered.items():
-            m.delivered(topic, n)
-        for reason, n in t.dead_lettered.items():
-            m.dead_lettered(reason, n)
-        for reason, n in t.retries.items():
-            m.delivery_retried(reason, n)
-        m.cancelled(t.cancelled)
-        m.cancel_unknown(t.cancel_unknown)
-        m.replaced(t.replaced)
-        m.cancels_published(t.cancels_published)
-        m.cancels_unreadable(t.cancels_unreadable)
-        m.early(t.early)
-        if t.lateness_ms:
-            m.observe_lateness_ms(t.lateness_ms)
-
+        t = self._tally
         pending_by_topic: dict[str, int] = {}
         pending = backlog = side_unacked = 0
         lag_s = 0.0
@@ -87,13 +75,14 @@ class Telemetry:
             m.partitions.set_store_bytes(part.topic, part.partition, stats.bytes_on_disk)
             m.partitions.set_role(part.topic, part.partition, part.role.value)
             if stats.rolled_total > part.rolled_seen:
-                m.rolled(stats.rolled_total - part.rolled_seen)
+                t.rolled += stats.rolled_total - part.rolled_seen
                 part.rolled_seen = stats.rolled_total
             corrupt = (stats.corrupt_records_total, stats.unreadable_records_total)
             if corrupt != part.corrupt_seen:
                 (c0, u0) = part.corrupt_seen
                 (c1, u1) = corrupt
-                m.store_corrupt(max(0, (c1 - u1) - (c0 - u0)), max(0, u1 - u0))
+                t.store_corrupt["true"] += max(0, (c1 - u1) - (c0 - u0))
+                t.store_corrupt["false"] += max(0, u1 - u0)
                 part.corrupt_seen = corrupt
             try:
                 _low, high = consumer.get_watermark_offsets(
@@ -116,6 +105,10 @@ class Telemetry:
             for gone in self._standby_keys - keys - {p.key for p in owned}:
                 m.partitions.forget(*gone)
             self._standby_keys = keys
+        # Before the pending gauge: the counters' topics take the label budget first.
+        m.count(t.drain())
+        if self._transactions is not None:
+            m.set_transaction_consecutive_aborts(self._transactions.consecutive_aborts)
         m.set_pending(pending_by_topic)
         m.set_wheel_read_lag_seconds(lag_s)
         m.set_in_flight(in_flight)

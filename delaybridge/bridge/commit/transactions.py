@@ -35,7 +35,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from delaybridge.bridge.observe.metrics import Metrics
+from delaybridge.bridge.observe.tally import Tally
 from delaybridge.connectors.edge import ProducerEdge
 from delaybridge.durable import write_atomic
 from delaybridge.errors import DelayBridgeError
@@ -87,7 +87,7 @@ class Transactions:
         self,
         producer: ProducerEdge,
         timeout_ms: int,
-        metrics: Metrics,
+        tally: Tally,
         renew: Callable[[], ProducerEdge] | None = None,
     ) -> None:
         self._producer = producer
@@ -95,7 +95,7 @@ class Transactions:
         """Builds a new producer with the same transactional.id (and makes the Outbox
         use it): the way out of an abort that cannot finish."""
         self._timeout_s = timeout_ms / 1000
-        self._metrics = metrics
+        self._tally = tally
         self.epoch = 0
         self.open = False
         self.doomed: str | None = None
@@ -138,7 +138,7 @@ class Transactions:
             return False
         self.open = False
         self.consecutive_aborts = 0
-        self._metrics.transaction_committed()
+        self._tally.transactions_committed += 1
         return True
 
     def abort(self, why: str) -> None:
@@ -153,7 +153,7 @@ class Transactions:
         self.doomed = None
         self.epoch += 1
         self.consecutive_aborts += 1
-        self._metrics.transaction_aborted(self.consecutive_aborts)
+        self._tally.transactions_aborted += 1
         log.warning("transaction aborted (%s); restarting from the last commit", why)
 
     def _replace_producer(self, why: str) -> None:

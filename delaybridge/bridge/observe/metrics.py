@@ -2,9 +2,11 @@
 
 :class:`Metrics` owns a dedicated ``CollectorRegistry`` (not the process-global one), so
 two sidecars in one process, and tests, never collide. The service's owner thread
-updates it once per batch: counters take ``n``, gauges are set from snapshots, and the
-lateness histogram takes a whole batch of lateness values in one vectorised call
-(:class:`LatenessHistogram`). The HTTP thread only reads, through ``registry``.
+updates it once per refresh: :meth:`Metrics.count` takes what the loop counted since
+the last one (a drained :class:`~delaybridge.bridge.observe.tally.Tally`, whose fields
+declare the counters: one Prometheus counter per field), gauges are set from snapshots,
+and the lateness histogram takes the whole batch of lateness values in one vectorised
+call (:class:`LatenessHistogram`). The HTTP thread only reads, through ``registry``.
 
 Names carry their unit (``_seconds``, ``_bytes``, ``_messages``, ``_total``). Labels are
 low-cardinality on purpose; topic names come from producers' headers, so every topic
@@ -23,7 +25,8 @@ breaks them, and tests/unit/monitoring/ says which.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -31,10 +34,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Info, ProcessCo
 
 from delaybridge import __version__, hotpath
 from delaybridge.bridge.flow import Direction
-from delaybridge.bridge.observe.labels import DEFAULT_TOPIC_LABELS, LabelBudget
+from delaybridge.bridge.observe.labels import (
+    DEFAULT_TOPIC_LABELS,
+    TARGET_TOPIC,
+    Label,
+    LabelBudget,
+)
 from delaybridge.bridge.observe.lateness import LatenessHistogram
 from delaybridge.bridge.observe.partition_metrics import PartitionMetrics
-from delaybridge.contract.reasons import Reason
+from delaybridge.bridge.observe.tally import Tally, declarations
 
 
 class Metrics:
@@ -43,8 +51,8 @@ class Metrics:
     def __init__(self, *, topic_labels: int = DEFAULT_TOPIC_LABELS, process: bool = True) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self._delay_topic = LabelBudget(topic_labels)
-        self._target_topic = LabelBudget(topic_labels)
+        self._topic_labels = topic_labels
+        self._budgets: dict[str, LabelBudget] = {}
 
         Info("delaybridge_build", "Version of the running sidecar.", registry=r).info(
             {"version": __version__, "hot_path": hotpath.implementation()}  # mypyc or pure
@@ -53,92 +61,21 @@ class Metrics:
             # process_resident_memory_bytes, cpu, open fds: the 1M-in-one-tick RSS check.
             ProcessCollector(registry=r)
 
-        # --- counters (per batch) ---
-        self._enqueued = Counter(
-            "delaybridge_enqueued", "Records accepted into a store.", ["delay_topic"], registry=r
-        )
-        self._delivered = Counter(
-            "delaybridge_delivered",
-            "Messages delivered (acked by the broker).",
-            ["target_topic"],
-            registry=r,
-        )
-        self._cancelled = Counter(
-            "delaybridge_cancelled", "Pending messages removed by a cancel.", registry=r
-        )
-        self._replaced = Counter(
-            "delaybridge_replaced",
-            "Pending messages replaced by a later schedule with the same id and target topic.",
-            registry=r,
-        )
-        self._cancel_unknown = Counter(
-            "delaybridge_cancel_unknown",
-            "Cancels naming an id that no store holds (already delivered, or never sent).",
-            registry=r,
-        )
-        self._dead_lettered = Counter(
-            "delaybridge_dead_lettered",
-            "Records sent to the dead-letter topic.",
-            ["reason"],
-            registry=r,
-        )
-        self._rolled = Counter(
-            "delaybridge_rolled", "Long delays re-entered into the wheel's window.", registry=r
-        )
-        self._retries = Counter(
-            "delaybridge_delivery_retries",
-            "Delivery attempts retried with backoff.",
-            ["reason"],
-            registry=r,
-        )
-        self._early = Counter(
-            "delaybridge_early_deliveries",
-            "Records handed out or delivered before their due time. Must stay 0; counted "
-            "so an alert can fire (the sidecar holds such a record back, never sends it).",
-            registry=r,
-        )
-        self._cancels_unreadable = Counter(
-            "delaybridge_cancels_unreadable",
-            "Records on the cancel topic that are not cancels (skipped and logged).",
-            registry=r,
-        )
-        self._cancels_published = Counter(
-            "delaybridge_cancels_published",
-            "Cancels read from a delay topic and re-published to the cancel topic.",
-            registry=r,
-        )
-        self._backpressure_pauses = Counter(
-            "delaybridge_backpressure_pauses",
-            "Times ingest paused itself because the store or delivery backlog hit its limit.",
-            registry=r,
-        )
-        self._store_corrupt = Counter(
-            "delaybridge_store_corrupt_records",
-            "Stored records that failed their CRC when read; readable=true ones are "
-            "dead-lettered as store-corrupt, readable=false ones skipped (logged).",
-            ["readable"],
-            registry=r,
-        )
-        self._txn_committed = Counter(
-            "delaybridge_transactions_committed",
-            "Exactly-once mode: transactions committed (one per commit interval with work).",
-            registry=r,
-        )
-        self._txn_aborted = Counter(
-            "delaybridge_transactions_aborted",
-            "Exactly-once mode: transactions aborted (their partitions restarted from the "
-            "last commit).",
-            registry=r,
-        )
+        # --- counters: one per declared field of the Tally (observe/tally.py) ---
+        self._counters: list[tuple[str, Label | None, Counter]] = []
+        for field_name, declared in declarations():
+            labels = [] if declared.label is None else [declared.label.name]
+            counter = Counter(declared.name, declared.help, labels, registry=r)
+            if declared.label is not None:
+                for value in declared.label.values:
+                    counter.labels(value)
+            self._counters.append((field_name, declared.label, counter))
+        # Next to its counters, where /metrics has always listed it.
         self._txn_aborts_in_row = Gauge(
             "delaybridge_transaction_consecutive_aborts",
             "Exactly-once mode: aborts since the last commit (alert when it keeps growing).",
             registry=r,
         )
-        for reason in Reason:  # every code visible at 0 from the first scrape
-            self._dead_lettered.labels(reason.value)
-        for readable in ("true", "false"):
-            self._store_corrupt.labels(readable)
 
         # --- histogram ---
         self.lateness = LatenessHistogram()
@@ -148,7 +85,7 @@ class Metrics:
         self._pending = Gauge(
             "delaybridge_pending_messages",
             "Messages stored and not yet delivered or cancelled.",
-            ["target_topic"],
+            [TARGET_TOPIC.name],
             registry=r,
         )
         self._pending_labels: set[str] = set()
@@ -207,70 +144,53 @@ class Metrics:
         self.set_paused(())
 
     # --- counters ---
-    def enqueued(self, delay_topic: str, n: int = 1) -> None:
-        self._enqueued.labels(self._delay_topic(delay_topic)).inc(n)
+    def count(self, counts: Tally) -> None:
+        """Export what the loop counted since the last refresh (a drained :class:`Tally`):
+        every declared field into its counter, the lateness values into the histogram.
 
-    def delivered(self, target_topic: str, n: int = 1) -> None:
-        self._delivered.labels(self._target_topic(target_topic)).inc(n)
+        A topic label's values go through that label's budget; a negative lateness
+        (early: a bug) is counted by ``delaybridge_early_deliveries_total`` and recorded
+        as 0."""
+        if counts.lateness_ms:
+            early = self._observe_lateness_ms(counts.lateness_ms)
+            counts = replace(counts, early=counts.early + early)
+        for field_name, label, counter in self._counters:
+            taken = getattr(counts, field_name)
+            if label is None:
+                counter.inc(taken)
+                continue
+            fold = self._budget(label)
+            for value, n in taken.items():
+                counter.labels(fold(str(value))).inc(n)
 
-    def cancelled(self, n: int = 1) -> None:
-        self._cancelled.inc(n)
-
-    def replaced(self, n: int = 1) -> None:
-        self._replaced.inc(n)
-
-    def cancel_unknown(self, n: int = 1) -> None:
-        self._cancel_unknown.inc(n)
-
-    def cancels_published(self, n: int = 1) -> None:
-        self._cancels_published.inc(n)
-
-    def cancels_unreadable(self, n: int = 1) -> None:
-        self._cancels_unreadable.inc(n)
-
-    def early(self, n: int = 1) -> None:
-        self._early.inc(n)
-
-    def dead_lettered(self, reason: Reason, n: int = 1) -> None:
-        self._dead_lettered.labels(Reason(reason).value).inc(n)
-
-    def rolled(self, n: int = 1) -> None:
-        self._rolled.inc(n)
-
-    def store_corrupt(self, readable: int, unreadable: int) -> None:
-        self._store_corrupt.labels("true").inc(readable)
-        self._store_corrupt.labels("false").inc(unreadable)
-
-    def delivery_retried(self, reason: Reason, n: int = 1) -> None:
-        self._retries.labels(Reason(reason).value).inc(n)
-
-    def transaction_committed(self) -> None:
-        self._txn_committed.inc()
-        self._txn_aborts_in_row.set(0)
-
-    def transaction_aborted(self, in_row: int) -> None:
-        self._txn_aborted.inc()
-        self._txn_aborts_in_row.set(in_row)
-
-    def backpressure_paused(self) -> None:
-        self._backpressure_pauses.inc()
-
-    def observe_lateness_ms(self, lateness_ms: npt.ArrayLike) -> None:
-        """One batch of ``actual - due`` in milliseconds. Negative values (early: a bug)
-        are counted by ``delaybridge_early_deliveries_total`` and recorded as 0."""
+    def _observe_lateness_ms(self, lateness_ms: npt.ArrayLike) -> int:
+        """One batch of ``actual - due`` in milliseconds; returns how many were early
+        (below 0, recorded as 0)."""
         values = np.asarray(lateness_ms, dtype=np.float64).ravel()
         early = int(np.count_nonzero(values < 0))
         if early:
-            self._early.inc(early)
             values = np.maximum(values, 0.0)
         self.lateness.observe_ms(values)
+        return early
+
+    def _budget(self, label: Label) -> Callable[[str], str]:
+        """What a value of ``label`` is exported as: a topic label's budget (one per label
+        name, shared by every metric with that label), the value itself otherwise."""
+        if not label.topic:
+            return str
+        budget = self._budgets.get(label.name)
+        if budget is None:
+            budget = LabelBudget(self._topic_labels)
+            self._budgets[label.name] = budget
+        return budget
 
     # --- gauges ---
     def set_pending(self, by_target_topic: Mapping[str, int]) -> None:
         """Replace the whole per-target-topic pending snapshot (topics gone drop out)."""
         folded: dict[str, int] = {}
+        fold = self._budget(TARGET_TOPIC)
         for topic, count in by_target_topic.items():
-            label = self._target_topic(topic)
+            label = fold(topic)
             folded[label] = folded.get(label, 0) + count
         for gone in self._pending_labels - folded.keys():
             self._pending.remove(gone)
@@ -280,6 +200,9 @@ class Metrics:
 
     def set_wheel_read_lag_seconds(self, seconds: float) -> None:
         self._wheel_read_lag.set(seconds)
+
+    def set_transaction_consecutive_aborts(self, aborts: int) -> None:
+        self._txn_aborts_in_row.set(aborts)
 
     def set_store_free_bytes(self, n_bytes: int) -> None:
         self._free.set(n_bytes)

@@ -8,7 +8,7 @@ from pathlib import Path
 from confluent_kafka import KafkaError, KafkaException
 
 from delaybridge.bridge.commit.transactions import ID_FILE, Transactions, transactional_id
-from delaybridge.bridge.observe.metrics import Metrics
+from delaybridge.bridge.observe.tally import Tally
 
 
 def test_explicit_then_static_member_then_kept_in_the_data_dir(tmp_path: Path) -> None:
@@ -41,15 +41,17 @@ class _SlowAbort:
 
 def test_an_abort_that_times_out_is_called_again_not_fatal() -> None:
     producer = _SlowAbort(timeouts=2)
-    txns = Transactions(producer, timeout_ms=1_000, metrics=Metrics())  # type: ignore[arg-type]
+    tally = Tally()
+    txns = Transactions(producer, timeout_ms=1_000, tally=tally)  # type: ignore[arg-type]
     txns.open = True
     txns.abort("a record failed")
     assert producer.calls == 3 and txns.fatal is None and not txns.open
+    assert tally.transactions_aborted == 1 and txns.consecutive_aborts == 1
 
 
 def test_an_abort_that_never_finishes_replaces_the_producer() -> None:
     stuck, fresh = _SlowAbort(timeouts=1_000), _SlowAbort(timeouts=0)
-    txns = Transactions(stuck, 1_000, Metrics(), renew=lambda: fresh)  # type: ignore[arg-type,return-value]
+    txns = Transactions(stuck, 1_000, Tally(), renew=lambda: fresh)  # type: ignore[arg-type,return-value]
     txns.open = True
     txns.abort("a record timed out")
     # Two transaction timeouts of trying, then a new producer with the same id, whose

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,7 @@ from delaybridge.bridge.admin.control import Control, ControlTimeout
 from delaybridge.bridge.flow import Direction
 from delaybridge.bridge.http.server import HttpServer
 from delaybridge.bridge.observe.metrics import Metrics
+from delaybridge.bridge.observe.tally import Tally
 from delaybridge.errors import ConfigError
 from delaybridge.settings import HttpSettings
 from tests.http_client import Client
@@ -101,7 +103,7 @@ def client(control: FakeControl, metrics: Metrics) -> Iterator[Client]:
 
 # --- open endpoints ---
 def test_metrics_exposition(client: Client, metrics: Metrics) -> None:
-    metrics.delivered("orders", 3)
+    metrics.count(Tally(delivered=Counter({"orders": 3})))
     reply = client("GET", "/metrics")
     assert reply.status == 200
     assert reply.headers["content-type"].startswith("text/plain")

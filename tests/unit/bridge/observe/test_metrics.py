@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from prometheus_client import generate_latest
@@ -11,6 +13,7 @@ from delaybridge.bridge.flow import Direction
 from delaybridge.bridge.observe.labels import OTHER, LabelBudget
 from delaybridge.bridge.observe.lateness import LATENESS_BUCKETS_S
 from delaybridge.bridge.observe.metrics import Metrics
+from delaybridge.bridge.observe.tally import Tally
 from delaybridge.contract.reasons import Reason
 
 LATENESS = "delaybridge_delivery_lateness_seconds"
@@ -26,14 +29,18 @@ def value(m: Metrics, name: str, **labels: str) -> float | None:
 
 
 def test_counters_take_a_batch_count(m: Metrics) -> None:
-    m.enqueued("delay", 500)
-    m.enqueued("delay", 2)
-    m.delivered("orders", 7)
-    m.cancelled(3)
-    m.cancel_unknown()
-    m.dead_lettered(Reason.BAD_TIME, 4)
-    m.rolled(8)
-    m.delivery_retried(Reason.TARGET_TOPIC_MISSING, 9)
+    m.count(Tally(enqueued=Counter({"delay": 500})))
+    m.count(
+        Tally(
+            enqueued=Counter({"delay": 2}),
+            delivered=Counter({"orders": 7}),
+            cancelled=3,
+            cancel_unknown=1,
+            dead_lettered=Counter({Reason.BAD_TIME: 4}),
+            rolled=8,
+            retries=Counter({Reason.TARGET_TOPIC_MISSING: 9}),
+        )
+    )
     assert value(m, "delaybridge_enqueued_total", delay_topic="delay") == 502
     assert value(m, "delaybridge_delivered_total", target_topic="orders") == 7
     assert value(m, "delaybridge_cancelled_total") == 3
@@ -50,8 +57,9 @@ def test_every_dead_letter_reason_is_exported_from_the_start(m: Metrics) -> None
 
 def test_lateness_buckets_are_le_inclusive_and_cumulative(m: Metrics) -> None:
     # 100 ms exactly belongs to le="0.1"; 100.5 ms to the next bucket; 70 s only to +Inf.
-    m.observe_lateness_ms(np.array([0, 5, 100, 100.5, 70_000]))
-    m.observe_lateness_ms([20])
+    m.count(Tally(lateness_ms=[0, 5, 100, 70_000]))
+    m.lateness.observe_ms(np.array([100.5]))  # the histogram takes fractions too
+    m.count(Tally(lateness_ms=[20]))
     assert value(m, LATENESS + "_bucket", le="0.005") == 2
     assert value(m, LATENESS + "_bucket", le="0.025") == 3
     assert value(m, LATENESS + "_bucket", le="0.1") == 4
@@ -65,22 +73,24 @@ def test_lateness_buckets_are_le_inclusive_and_cumulative(m: Metrics) -> None:
 def test_lateness_matches_a_per_value_model(m: Metrics) -> None:
     rng = np.random.default_rng(7)
     values = rng.exponential(80.0, size=10_000)
-    m.observe_lateness_ms(values)
+    m.lateness.observe_ms(values)
     for bound in LATENESS_BUCKETS_S:
         expected = int(np.count_nonzero(values <= bound * 1000))
         assert value(m, LATENESS + "_bucket", le=repr(bound)) == expected
 
 
 def test_early_deliveries_are_counted_and_recorded_as_zero(m: Metrics) -> None:
-    m.observe_lateness_ms([-3, -1, 10])
-    assert value(m, "delaybridge_early_deliveries_total") == 2
+    m.count(Tally(early=1, lateness_ms=[-3, -1, 10]))
+    assert value(m, "delaybridge_early_deliveries_total") == 3
     assert value(m, LATENESS + "_bucket", le="0.005") == 2
     assert value(m, LATENESS + "_sum") == pytest.approx(0.01)
 
 
-def test_empty_batch_changes_nothing(m: Metrics) -> None:
-    m.observe_lateness_ms([])
+def test_an_empty_tally_changes_nothing(m: Metrics) -> None:
+    m.count(Tally())
     assert value(m, LATENESS + "_count") == 0
+    assert value(m, "delaybridge_cancelled_total") == 0
+    assert value(m, "delaybridge_delivered_total", target_topic="orders") is None
 
 
 def test_pending_snapshot_replaces_the_previous_one(m: Metrics) -> None:
@@ -94,10 +104,14 @@ def test_pending_snapshot_replaces_the_previous_one(m: Metrics) -> None:
 def test_topic_labels_beyond_the_budget_fold_into_other() -> None:
     m = Metrics(topic_labels=2, process=False)
     m.set_pending({"a": 1, "b": 2, "c": 3, "d": 4})
-    m.delivered("e", 5)
+    m.count(Tally(delivered=Counter({"e": 5}), enqueued=Counter({"x": 1, "y": 1, "z": 1})))
     assert value(m, "delaybridge_pending_messages", target_topic="a") == 1
     assert value(m, "delaybridge_pending_messages", target_topic=OTHER) == 7
     assert value(m, "delaybridge_delivered_total", target_topic=OTHER) == 5
+    # Each topic label has a budget of its own: delay topics are not folded by the
+    # target topics seen before them.
+    assert value(m, "delaybridge_enqueued_total", delay_topic="y") == 1
+    assert value(m, "delaybridge_enqueued_total", delay_topic=OTHER) == 1
 
 
 def test_label_budget_keeps_values_it_has_seen() -> None:
@@ -125,7 +139,8 @@ def test_scalar_gauges(m: Metrics) -> None:
     m.set_in_flight(10)
     m.set_delivery_backlog(20)
     m.set_backpressure(True)
-    m.backpressure_paused()
+    m.count(Tally(backpressure_pauses=1))
+    m.set_transaction_consecutive_aborts(2)
     m.set_assigned_partitions(6)
     m.heartbeat(1234.5)
     assert value(m, "delaybridge_wheel_read_lag_seconds") == 0.4
@@ -133,6 +148,7 @@ def test_scalar_gauges(m: Metrics) -> None:
     assert value(m, "delaybridge_delivery_backlog_messages") == 20
     assert value(m, "delaybridge_backpressure_active") == 1
     assert value(m, "delaybridge_backpressure_pauses_total") == 1
+    assert value(m, "delaybridge_transaction_consecutive_aborts") == 2
     assert value(m, "delaybridge_assigned_partitions") == 6
     assert value(m, "delaybridge_loop_heartbeat_timestamp_seconds") == 1234.5
 
@@ -146,16 +162,16 @@ def test_paused_gauge_shows_both_directions(m: Metrics) -> None:
 
 def test_two_sidecars_in_one_process_do_not_collide() -> None:
     first, second = Metrics(), Metrics()
-    first.cancelled(2)
+    first.count(Tally(cancelled=2))
     assert value(first, "delaybridge_cancelled_total") == 2
     assert value(second, "delaybridge_cancelled_total") == 0
     assert second.registry.get_sample_value("process_resident_memory_bytes") is not None
 
 
 def test_exposition_parses_and_names_carry_units(m: Metrics) -> None:
-    m.enqueued("delay")
-    m.delivered("orders")
-    m.observe_lateness_ms([1])
+    m.count(
+        Tally(enqueued=Counter({"delay": 1}), delivered=Counter({"orders": 1}), lateness_ms=[1])
+    )
     m.set_pending({"orders": 1})
     m.partitions.set_store_bytes("delay", 0, 1)
     m.partitions.set_consumer_lag("delay", 0, 1)
@@ -178,3 +194,145 @@ def test_exposition_parses_and_names_carry_units(m: Metrics) -> None:
         "delaybridge_build_info",
     ):
         assert name in families, name
+
+
+# The counters /metrics exported at f0969c4, before each was declared once in the Tally:
+# name, help text and label names; the dashboard, the alert rules and
+# docs/operations.md depend on every one of them.
+COUNTERS_AT_F0969C4 = {
+    "delaybridge_enqueued": ("Records accepted into a store.", ("delay_topic",)),
+    "delaybridge_delivered": ("Messages delivered (acked by the broker).", ("target_topic",)),
+    "delaybridge_cancelled": ("Pending messages removed by a cancel.", ()),
+    "delaybridge_replaced": (
+        "Pending messages replaced by a later schedule with the same id and target topic.",
+        (),
+    ),
+    "delaybridge_cancel_unknown": (
+        "Cancels naming an id that no store holds (already delivered, or never sent).",
+        (),
+    ),
+    "delaybridge_dead_lettered": ("Records sent to the dead-letter topic.", ("reason",)),
+    "delaybridge_rolled": ("Long delays re-entered into the wheel's window.", ()),
+    "delaybridge_delivery_retries": ("Delivery attempts retried with backoff.", ("reason",)),
+    "delaybridge_early_deliveries": (
+        "Records handed out or delivered before their due time. Must stay 0; counted so an "
+        "alert can fire (the sidecar holds such a record back, never sends it).",
+        (),
+    ),
+    "delaybridge_cancels_unreadable": (
+        "Records on the cancel topic that are not cancels (skipped and logged).",
+        (),
+    ),
+    "delaybridge_cancels_published": (
+        "Cancels read from a delay topic and re-published to the cancel topic.",
+        (),
+    ),
+    "delaybridge_backpressure_pauses": (
+        "Times ingest paused itself because the store or delivery backlog hit its limit.",
+        (),
+    ),
+    "delaybridge_store_corrupt_records": (
+        "Stored records that failed their CRC when read; readable=true ones are "
+        "dead-lettered as store-corrupt, readable=false ones skipped (logged).",
+        ("readable",),
+    ),
+    "delaybridge_transactions_committed": (
+        "Exactly-once mode: transactions committed (one per commit interval with work).",
+        (),
+    ),
+    "delaybridge_transactions_aborted": (
+        "Exactly-once mode: transactions aborted (their partitions restarted from the last "
+        "commit).",
+        (),
+    ),
+    "delaybridge_restored_records": (
+        "Changelog records read to restore a partition's store.",
+        ("topic", "partition"),
+    ),
+}
+# The series of those counters in the first scrape, before anything is counted.
+FIRST_SCRAPE_AT_F0969C4 = {
+    *(
+        ("delaybridge_dead_lettered_total", (("reason", reason),))
+        for reason in (
+            "bad-header",
+            "bad-partition",
+            "bad-recurrence",
+            "bad-target",
+            "bad-time",
+            "clock-skew",
+            "conflicting-time",
+            "delay-too-long",
+            "delivery-failed",
+            "internal-error",
+            "missing-target",
+            "record-too-large",
+            "store-corrupt",
+            "target-is-delay-topic",
+            "target-partition-missing",
+            "target-topic-missing",
+            "target-unavailable",
+            "unknown-delay-level",
+        )
+    ),
+    ("delaybridge_store_corrupt_records_total", (("readable", "true"),)),
+    ("delaybridge_store_corrupt_records_total", (("readable", "false"),)),
+    *(
+        (f"{name}_total", ())
+        for name in (
+            "delaybridge_cancelled",
+            "delaybridge_replaced",
+            "delaybridge_cancel_unknown",
+            "delaybridge_rolled",
+            "delaybridge_early_deliveries",
+            "delaybridge_cancels_unreadable",
+            "delaybridge_cancels_published",
+            "delaybridge_backpressure_pauses",
+            "delaybridge_transactions_committed",
+            "delaybridge_transactions_aborted",
+        )
+    ),
+}
+
+
+def counter_series(m: Metrics) -> dict[str, tuple[str, set[tuple[tuple[str, str], ...]]]]:
+    """Each counter family's help text and the label sets of its ``_total`` samples."""
+    return {
+        family.name: (
+            family.documentation,
+            {tuple(s.labels.items()) for s in family.samples if s.name.endswith("_total")},
+        )
+        for family in m.registry.collect()
+        if family.type == "counter"
+    }
+
+
+def test_the_first_scrape_exports_the_counters_of_f0969c4_each_at_0(m: Metrics) -> None:
+    exported = counter_series(m)
+    assert {name: help for name, (help, _) in exported.items()} == {
+        name: help for name, (help, _) in COUNTERS_AT_F0969C4.items()
+    }
+    first = {
+        (f"{name}_total", labels) for name, (_, series) in exported.items() for labels in series
+    }
+    assert first == FIRST_SCRAPE_AT_F0969C4
+    for sample, labels in first:
+        assert value(m, sample, **dict(labels)) == 0
+
+
+def test_every_counter_keeps_its_label_names_of_f0969c4(m: Metrics) -> None:
+    m.count(
+        Tally(
+            enqueued=Counter({"delay": 1}),
+            delivered=Counter({"orders": 1}),
+            dead_lettered=Counter({Reason.BAD_TIME: 1}),
+            retries=Counter({Reason.TARGET_TOPIC_MISSING: 1}),
+            store_corrupt=Counter({"true": 1}),
+        )
+    )
+    m.partitions.set_restore("delay", 0, remaining=0, read=1)
+    names = {
+        name: {tuple(key for key, _ in labels) for labels in series}
+        for name, (_, series) in counter_series(m).items()
+    }
+    assert names == {name: {labels} for name, (_, labels) in COUNTERS_AT_F0969C4.items()}

@@ -10,6 +10,7 @@ admin calls 503 naming it. One test goes through the real HTTP server.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from delaybridge.bridge.flow import Direction
 from delaybridge.bridge.http.routes import Request, Router
 from delaybridge.bridge.http.server import HttpServer
 from delaybridge.bridge.observe.metrics import Metrics
+from delaybridge.bridge.observe.tally import Tally
 from delaybridge.bridge.workers.fanout import FanOut
 from delaybridge.bridge.workers.metrics_merge import SupervisorMetrics
 from delaybridge.bridge.workers.worker_http import Answer
@@ -141,8 +143,8 @@ def _json(response: Any) -> Any:
 
 def test_metrics_carry_every_workers_series_with_a_worker_label() -> None:
     pod = Pod()
-    pod.metrics[0].delivered("orders", 3)
-    pod.metrics[1].delivered("orders", 4)
+    pod.metrics[0].count(Tally(delivered=Counter({"orders": 3})))
+    pod.metrics[1].count(Tally(delivered=Counter({"orders": 4})))
     text = pod("GET", "/metrics").body.decode()
     assert text.count("# TYPE delaybridge_delivered_total counter") == 1, "one family"
     samples = {
