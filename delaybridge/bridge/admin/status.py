@@ -14,6 +14,7 @@ def partition_stats(part: PartitionState) -> dict[str, Any]:
     return {
         "topic": part.topic,
         "partition": part.partition,
+        "role": part.role.value,
         "pending": stats.pending,
         "pending_by_topic": stats.pending_by_topic,
         "bytes_on_disk": stats.bytes_on_disk,
