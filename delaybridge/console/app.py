@@ -10,7 +10,7 @@ Every request goes through :func:`_gate` first:
 The pages (``pages/``) then only decide what to show or change; a change also asks
 :func:`~delaybridge.console.pages.common.refuse_if_read_only`. Every answer carries
 security headers (:func:`_secure`): a Content-Security-Policy that allows no script and
-nothing from another origin, no framing, no caching, no referrer.
+nothing from another origin, no framing, no caching, no referrer to other sites.
 """
 
 from __future__ import annotations
@@ -111,7 +111,9 @@ def _secure(response: Response) -> Response:
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["X-Frame-Options"] = "DENY"
-    response.headers["Referrer-Policy"] = "no-referrer"
+    # same-origin, not no-referrer: under no-referrer browsers send "Origin: null" with
+    # a form's POST, and the origin check could no longer tell our own pages apart.
+    response.headers["Referrer-Policy"] = "same-origin"
     response.headers["Cross-Origin-Opener-Policy"] = "same-origin"
     if request.endpoint != "static":
         response.headers["Cache-Control"] = "no-store"
