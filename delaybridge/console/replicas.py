@@ -33,6 +33,23 @@ TIMEOUT_S = 10.0
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 
 Resolve = Callable[[Sequence[str], str | None], list[str]]
+Transport = Callable[[str, str, Mapping[str, str], float], tuple[int, bytes]]
+"""transport(full URL, method, headers, timeout) -> (HTTP status, body); OSError when
+the replica cannot be reached."""
+
+
+def urllib_transport(
+    url: str, method: str, headers: Mapping[str, str], timeout_s: float
+) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, method=method, headers=dict(headers))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            body: bytes = response.read(MAX_ANSWER_BYTES)
+            return int(response.status), body
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(4096)
+    except urllib.error.URLError as exc:
+        raise OSError(str(exc.reason)) from exc
 
 
 class ReplicaError(DelayBridgeError):
@@ -55,12 +72,14 @@ class Replicas:
         *,
         timeout_s: float = TIMEOUT_S,
         resolve: Resolve = replicas,
+        transport: Transport = urllib_transport,
     ) -> None:
         self._urls = list(urls)
         self._service = service
         self._token = token
         self._timeout_s = timeout_s
         self._resolve = resolve
+        self._transport = transport
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console-replicas")
 
     def close(self) -> None:
@@ -124,20 +143,16 @@ class Replicas:
         token: bool,
     ) -> str:
         query = urllib.parse.urlencode(dict(params or {}))
-        request = urllib.request.Request(
-            f"{url}{path}" + (f"?{query}" if query else ""), method=method
-        )
-        if token and self._token:
-            request.add_header("Authorization", f"Bearer {self._token}")
+        target = f"{url}{path}" + (f"?{query}" if query else "")
+        headers = {"Authorization": f"Bearer {self._token}"} if token and self._token else {}
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
-                body: bytes = response.read(MAX_ANSWER_BYTES)
-                return body.decode("utf-8", "replace")
-        except urllib.error.HTTPError as exc:
-            detail = _error_text(exc.read(4096))
-            raise ReplicaError(url, exc.code, f"HTTP {exc.code} on {path}: {detail}") from exc
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+            status, body = self._transport(target, method, headers, self._timeout_s)
+        except (OSError, ValueError) as exc:
             raise ReplicaError(url, 0, f"cannot reach it for {path}: {exc}") from exc
+        if status >= 400:
+            detail = _error_text(body)
+            raise ReplicaError(url, status, f"HTTP {status} on {path}: {detail}")
+        return body.decode("utf-8", "replace")
 
 
 def _error_text(body: bytes) -> str:
