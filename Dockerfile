@@ -18,14 +18,16 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 # `python3`, not `python`: Debian's own interpreter has only the former.
 RUN python3 -m venv /opt/delaybridge
 WORKDIR /src
-# Dependencies first, from pyproject.toml alone, so that a code change reuses this layer.
+# Dependencies first, from pyproject.toml alone, so that a code change reuses this layer:
+# the sidecar's and the `console` extra's (the web console runs from this image too, as
+# the chart's optional console Deployment; docs/dependencies.md, "The console").
 # Behind a TLS-intercepting proxy, pass its CA bundle as the optional build secret
 # `pip_cert` (--secret id=pip_cert,src=/etc/ssl/certs/ca-certificates.crt); it is
 # used for the downloads only and is not stored in any layer.
 COPY pyproject.toml ./
 RUN --mount=type=secret,id=pip_cert \
     if [ -f /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
- && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > requirements.txt \
+ && python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["console"]))' > requirements.txt \
  && /opt/delaybridge/bin/pip install --quiet -r requirements.txt
 # The compiled hot path (docs/dependencies.md, "The compiled hot path"): a C compiler
 # and Python's headers in this stage only, and mypy (whose mypyc compiles) in a
@@ -47,9 +49,10 @@ RUN --mount=type=secret,id=pip_cert \
  && if [ -x /opt/build-tools/bin/python ]; then \
       /opt/build-tools/bin/python -m delaybridge.tools.build_compiled --dest /src || true; fi \
  && /opt/delaybridge/bin/pip wheel --quiet --no-deps --wheel-dir /wheels . \
- && /opt/delaybridge/bin/pip install --quiet $constraints /wheels/delaybridge-*.whl \
+ && /opt/delaybridge/bin/pip install --quiet $constraints "$(ls /wheels/delaybridge-*.whl)[console]" \
  && /opt/delaybridge/bin/python -c 'import importlib.util as u; assert u.find_spec("pyspark") is None, "PySpark must not be in the sidecar image"' \
  && /opt/delaybridge/bin/delaybridge --help > /dev/null \
+ && /opt/delaybridge/bin/delaybridge console --help > /dev/null \
  && /opt/delaybridge/bin/delaybridge version \
  && /opt/delaybridge/bin/pip uninstall --quiet --yes pip setuptools
 

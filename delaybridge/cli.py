@@ -22,6 +22,7 @@ _PARTS = (
     "delaybridge.timerlog.cli",  # inspect, bench store
     "delaybridge.spark.cli",  # reconcile, bench reconcile
     "delaybridge.tools.cli",  # demo, bench e2e
+    "delaybridge.console.cli",  # console
 )
 
 Handler = Callable[[argparse.Namespace], int]

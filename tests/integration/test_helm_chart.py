@@ -320,3 +320,67 @@ def test_check_chart_validates_every_manifest_offline() -> None:
     assert "all chart checks passed" in done.stderr
     assert "ServiceMonitor" in done.stderr and "CronJob" in done.stderr
     assert "PrometheusRule" in done.stderr and "2 ConfigMap" in done.stderr
+
+
+def test_console_is_off_by_default_and_renders_with_its_own_labels(
+    helm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    default = render(helm, "--set", "config.kafka.bootstrap_servers=kafka:9092")
+    assert by_kind(default, "Deployment") == []
+    assert all("console" not in m["metadata"]["name"] for m in default)
+    manifests = render(helm, "-f", str(CHART / "ci" / "ha-values.yaml"))
+    deployment = one(manifests, "Deployment")
+    assert deployment["metadata"]["name"] == "rel-delaybridge-console"
+    spec = deployment["spec"]
+    assert spec["replicas"] == 1, "sessions live in the pod's memory"
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    sts = one(manifests, "StatefulSet")
+    assert container["image"] == sts["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    env = {e["name"]: e for e in container["env"]}
+    assert env["DELAYBRIDGE_HTTP__ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "delaybridge-admin",
+        "key": "token",
+    }
+    # The arguments parse with the real CLI and, with the rendered config and the pod's
+    # secrets, give the console the release's replicas, cluster and token.
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "console"
+    (tmp_path / "etc").mkdir()
+    config = tmp_path / "etc" / "config.yaml"
+    config.write_text(sidecar_config(manifests), encoding="utf-8")
+    args.config = config
+    for name, item in env.items():
+        source = item.get("valueFrom", {})
+        if "secretKeyRef" in source:
+            monkeypatch.setenv(name, f"secret:{source['secretKeyRef']['key']}")
+    from delaybridge.console.cli import settings_from_args as console_settings
+
+    settings = console_settings(args)
+    assert settings.service == "rel-delaybridge-headless.ns.svc:8080"
+    assert settings.token == "secret:token"
+    assert settings.kafka.client["sasl.password"] == "secret:password"
+    assert settings.dead_letter_topic == "delaybridge.dead-letter"
+    assert (settings.host, settings.port) == ("0.0.0.0", 8081)
+    assert settings.value_preview and not settings.read_only and settings.secure_cookie
+    assert settings.proxy_hops == 1
+    # The console's pods are no sidecar: no sidecar Service, PDB or StatefulSet selects
+    # them, and the console's Service selects only them.
+    console_labels = spec["template"]["metadata"]["labels"]
+    for m in manifests:
+        selector = m["spec"].get("selector") if m["kind"] in ("Service", "StatefulSet") else None
+        if m["kind"] == "PodDisruptionBudget":
+            selector = m["spec"]["selector"]
+        if selector is None:
+            continue
+        labels = selector.get("matchLabels", selector)
+        selects_console = labels.items() <= console_labels.items()
+        assert selects_console == m["metadata"]["name"].endswith("-console"), m["metadata"]["name"]
+    service = next(
+        s for s in by_kind(manifests, "Service") if s["metadata"]["name"].endswith("-console")
+    )
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 8081, "targetPort": "http", "protocol": "TCP"}
+    ]

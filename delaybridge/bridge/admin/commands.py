@@ -147,12 +147,12 @@ class AdminControl:
 
         return self.commands.call(snapshot)
 
-    def lookup(self, id: str) -> dict[str, Any] | None:
+    def lookup(self, id: str, values: bool = False) -> dict[str, Any] | None:
         def find() -> dict[str, Any] | None:
             for part in self._partitions:
                 found = part.store.lookup(id)
                 if found is not None:
-                    return record_json(part, found)
+                    return record_json(part, found, values)
             return None
 
         return self.commands.call(find)

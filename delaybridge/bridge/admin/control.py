@@ -54,8 +54,9 @@ class Control(Protocol):
         """A JSON-able snapshot: partitions, pending counts, positions, pause state."""
         ...
 
-    def lookup(self, id: str) -> dict[str, Any] | None:
-        """The pending message with this ``delay-id``, or None when no store holds it."""
+    def lookup(self, id: str, values: bool = False) -> dict[str, Any] | None:
+        """The pending message with this ``delay-id``, or None when no store holds it;
+        ``values``: with its ``value`` (base64), as the listing's ``values=true``."""
         ...
 
     def cancel(self, id: str, target_topic: str | None) -> dict[str, Any]:

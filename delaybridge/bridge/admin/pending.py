@@ -16,7 +16,6 @@ calls run on the owner thread (the admin control's command queue).
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -80,10 +79,15 @@ def parse_query(params: Mapping[str, str]) -> PendingQuery:
             cursor = Cursor.decode(text, filter_fingerprint(flt))
         except BadCursor as exc:
             raise BadRequest("cursor", str(exc)) from None
+    return PendingQuery(flt, limit, cursor, parse_values(params))
+
+
+def parse_values(params: Mapping[str, str]) -> bool:
+    """``values=true|false`` (also ``1|0``; default false): whether to add message values."""
     values = params.get("values", "false").lower()
     if values not in ("true", "false", "1", "0"):
         raise BadRequest("values", f"values must be true or false, not {values!r}")
-    return PendingQuery(flt, limit, cursor, values in ("true", "1"))
+    return values in ("true", "1")
 
 
 def _nonempty(params: Mapping[str, str], name: str) -> str | None:
@@ -153,11 +157,9 @@ def list_replica(
 def message_json(part: PartitionState, item: Listed, values: bool) -> dict[str, Any]:
     """A listed message as the lookup shows one, plus ``rolled`` and its ``position``."""
     rec = item.record
-    doc = record_json(part, rec)
+    doc = record_json(part, rec, values)
     doc["rolled"] = item.position.part == Part.ROLLED
     doc["position"] = list(item.position)
-    if values:
-        doc["value"] = None if rec.value is None else base64.b64encode(rec.value).decode()
     return doc
 
 

@@ -14,6 +14,7 @@ def partition_stats(part: PartitionState) -> dict[str, Any]:
     return {
         "topic": part.topic,
         "partition": part.partition,
+        "role": part.role.value,
         "pending": stats.pending,
         "pending_by_topic": stats.pending_by_topic,
         "bytes_on_disk": stats.bytes_on_disk,
@@ -37,8 +38,10 @@ def _text(raw: bytes | None) -> str | None:
         return "base64:" + base64.b64encode(raw).decode()
 
 
-def record_json(part: PartitionState, rec: TimerRecord) -> dict[str, Any]:
-    return {
+def record_json(part: PartitionState, rec: TimerRecord, values: bool = False) -> dict[str, Any]:
+    """A stored message as the admin API shows it; ``values`` adds ``value`` (base64),
+    which is left out by default (values may hold personal data)."""
+    doc = {
         "id": rec.id,
         "due_ms": rec.due_ms,
         "target_topic": rec.target_topic,
@@ -48,3 +51,6 @@ def record_json(part: PartitionState, rec: TimerRecord) -> dict[str, Any]:
         "value_bytes": None if rec.value is None else len(rec.value),
         "headers": {name: _text(value) for name, value in rec.headers},
     }
+    if values:
+        doc["value"] = None if rec.value is None else base64.b64encode(rec.value).decode()
+    return doc

@@ -197,8 +197,8 @@ class Router:
         if not message_id:
             raise BadRequest("id", "missing message id: use /admin/messages/<delay-id>")
         if request.method == "GET":
-            _params(request)
-            found = self._control.lookup(message_id)
+            values = pending.parse_values(_params(request, "values"))
+            found = self._control.lookup(message_id, values)
             if found is None:
                 return error_response(
                     HTTPStatus.NOT_FOUND, f"no pending message with id {message_id!r}"

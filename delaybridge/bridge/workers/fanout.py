@@ -241,7 +241,9 @@ class FanOut:
         urls = self._running()
         holder = None
         for index, url in urls.items():
-            found = self._call(index, url, request, method="GET", target=request.path)
+            # A look-up keeps its query (values=true); a cancel's probe has none.
+            probe = _target(request) if request.method == "GET" else request.path
+            found = self._call(index, url, request, method="GET", target=probe)
             if found.status == HTTPStatus.OK:
                 if request.method == "GET":
                     return as_response(found)

@@ -113,3 +113,13 @@ which the sidecar parses as pydantic does: false, f, no, n, off, 0).
 {{- end }}
 {{- $enabled }}
 {{- end }}
+
+{{/*
+The console's pods: a name of their own, so the sidecar's Services, PodDisruptionBudget
+and StatefulSet never select them.
+*/}}
+{{- define "delaybridge.consoleSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "delaybridge.name" . }}-console
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: console
+{{- end }}

@@ -49,8 +49,9 @@ class FakeControl:
         self._maybe_fail()
         return {"partitions": {3: {"pending": 5}}, "paused": self.paused_now}
 
-    def lookup(self, id: str) -> dict[str, Any] | None:
-        return self.messages.get(id)
+    def lookup(self, id: str, values: bool = False) -> dict[str, Any] | None:
+        found = self.messages.get(id)
+        return found if found is None or not values else {**found, "value": "dg=="}
 
     def cancel(self, id: str, target_topic: str | None) -> dict[str, Any]:
         self.cancels.append((id, target_topic))
@@ -200,6 +201,14 @@ def test_lookup(client: Client) -> None:
     reply = client("GET", "/admin/messages/missing", TOKEN)
     assert reply.status == 404
     assert "missing" in reply.json()["error"]
+
+
+def test_lookup_with_values(client: Client) -> None:
+    reply = client("GET", "/admin/messages/m-1?values=true", TOKEN)
+    assert reply.json() == {"id": "m-1", "due_ms": 5, "value": "dg=="}
+    bad = client("GET", "/admin/messages/m-1?values=maybe", TOKEN)
+    assert bad.status == 400 and bad.json()["parameter"] == "values"
+    assert client("GET", "/admin/messages/m-1?topic=x", TOKEN).status == 400
 
 
 def test_lookup_without_id_is_400(client: Client) -> None:

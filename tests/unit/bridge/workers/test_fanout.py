@@ -59,8 +59,9 @@ class Worker:
             "partitions": [{"topic": "d", "partition": self.index}],
         }
 
-    def lookup(self, id: str) -> dict[str, Any] | None:
-        return self.holds.get(id)
+    def lookup(self, id: str, values: bool = False) -> dict[str, Any] | None:
+        found = self.holds.get(id)
+        return found if found is None or not values else {**found, "value": "dg=="}
 
     def cancel(self, id: str, target_topic: str | None) -> dict[str, Any]:
         self.cancels.append(id)
@@ -194,6 +195,7 @@ def test_a_message_is_found_and_cancelled_where_it_is() -> None:
     pod = Pod()
     assert _json(pod("GET", "/admin/messages/b"))["due_ms"] == 5
     assert pod("GET", "/admin/messages/zzz").status == 404
+    assert _json(pod("GET", "/admin/messages/b?values=true"))["value"] == "dg==", "query kept"
     assert _json(pod("DELETE", "/admin/messages/b"))["matched_here"] == 1
     assert (pod.workers[0].cancels, pod.workers[1].cancels) == ([], ["b"])
     pod("DELETE", "/admin/messages/zzz")  # held nowhere: one worker publishes the cancel

@@ -1,0 +1,1 @@
+"""The console's pages, one module each; ``register(app)`` adds its routes."""
