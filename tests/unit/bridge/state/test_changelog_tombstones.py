@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError
 
 from delaybridge.timerlog.changelog_codec import parse_key
 from tests.unit.bridge.sidecar_kit import FakeSidecar, schedule
-from tests.unit.bridge.state.test_changelog_fake import CHANGELOG, changelog, pending_ids
+from tests.unit.bridge.state.changelog_kit import CHANGELOG, changelog, pending_ids
 
 
 def _stored_and_written(tmp_path: Path) -> FakeSidecar:

@@ -18,7 +18,7 @@ from delaybridge.bridge.state import changelog as changelog_module
 from delaybridge.timerlog.changelog_codec import PROGRESS_KEY, parse_key, record_of
 from delaybridge.timerlog.commit_codec import decode
 from tests.unit.bridge.sidecar_kit import ORDERS, FakeSidecar, schedule
-from tests.unit.bridge.state.test_changelog_fake import CHANGELOG, changelog, pending_ids
+from tests.unit.bridge.state.changelog_kit import CHANGELOG, changelog, pending_ids
 
 BEHIND = {"write_behind_ms": 5_000}
 

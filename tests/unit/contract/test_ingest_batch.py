@@ -11,8 +11,6 @@ details, the same replaces of already stored schedules, skipped partitions skipp
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +23,6 @@ from confluent_kafka import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from delaybridge.connectors import header_text
 from delaybridge.contract.decisions import (
     Cancel,
     IngestPlan,
@@ -36,7 +33,6 @@ from delaybridge.contract.decisions import (
 )
 from delaybridge.contract.reasons import Reason
 from delaybridge.timerlog.records import TimerRecord
-from tests.unit.bridge.sidecar_kit import DELAY, DLT, FakeSidecar, schedule
 from tests.unit.hot_impl import PURE, Impl, available
 from tests.unit.test_hotpath_equivalence import RULES, SETTINGS, TS, source_records
 
@@ -152,7 +148,7 @@ def _schedule(offset: int, *headers: tuple[str, bytes]) -> Message:
     )
 
 
-class _Broken(Message):
+class BrokenMessage(Message):
     """A message whose header list cannot be read (librdkafka raises on a header name
     that is not UTF-8): a decision that raises something else than a Rejection."""
 
@@ -162,7 +158,9 @@ class _Broken(Message):
 
 @pytest.mark.parametrize("impl", IMPLS, ids=lambda i: i.name)
 def test_what_raises_is_dead_lettered_as_an_internal_error_and_reported(impl: Impl) -> None:
-    broken = _Broken(topic="delay", partition=0, offset=2, timestamp=(TIMESTAMP_CREATE_TIME, TS))
+    broken = BrokenMessage(
+        topic="delay", partition=0, offset=2, timestamp=(TIMESTAMP_CREATE_TIME, TS)
+    )
     eof = Message(topic="delay", partition=0, error=KafkaError(KafkaError._PARTITION_EOF))
     messages = [_schedule(1), broken, eof, _schedule(3)]
     plan = _ingest(impl, messages, TS, {("delay", 0): -1})
@@ -194,41 +192,8 @@ def test_stored_schedules_are_skipped_and_only_their_replaces_go_out_again(impl:
 
 @pytest.mark.parametrize("impl", IMPLS, ids=lambda i: i.name)
 def test_records_of_partitions_not_ingesting_are_not_decided(impl: Impl) -> None:
-    broken = _Broken(topic="delay", partition=1, offset=0, timestamp=(TIMESTAMP_CREATE_TIME, TS))
+    broken = BrokenMessage(
+        topic="delay", partition=1, offset=0, timestamp=(TIMESTAMP_CREATE_TIME, TS)
+    )
     plan = _ingest(impl, [broken, _schedule(0)], TS, {("delay", 0): -1})
     assert not plan.failures and not plan.later and list(plan.runs) == [("delay", 0)]
-
-
-def test_the_sidecar_dead_letters_a_record_it_cannot_decide_logs_it_and_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    side = FakeSidecar(tmp_path)
-    side.send(schedule("a", 100))
-    bad = side.send(schedule("b", 100))
-    side.send(schedule("c", 100))
-    real = side.cluster.message
-
-    def message(topic: str, partition: int, offset: int) -> Message:
-        msg = real(topic, partition, offset)
-        if (topic, offset) != (DELAY, bad):
-            return msg
-        return _Broken(
-            topic=topic,
-            partition=partition,
-            offset=offset,
-            key=msg.key(),
-            value=msg.value(),
-            timestamp=msg.timestamp(),
-        )
-
-    monkeypatch.setattr(side.cluster, "message", message)
-    with caplog.at_level(logging.ERROR, logger="delaybridge.bridge.ingest.ingestor"):
-        side.turns(3, advance_ms=200)
-    [dead] = side.cluster.records(DLT)
-    assert header_text(dead)["delay-error"] == "internal-error"
-    assert header_text(dead)["delay-error-detail"] == "RuntimeError: boom"
-    assert [h["delay-id"] for h in side.delivered()] == ["a", "c"]
-    [logged] = [r for r in caplog.records if "failed" in r.getMessage()]
-    assert logged.getMessage() == f"deciding about {DELAY}/0/{bad} failed"
-    assert logged.exc_info is not None and isinstance(logged.exc_info[1], RuntimeError)
-    side.stop()

@@ -1,0 +1,40 @@
+"""The owned partitions on the fakes: revoked mid-flight, lost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
+
+
+def test_revoked_mid_flight_the_partition_is_released_and_its_next_owner_delivers_again(
+    tmp_path: Path,
+) -> None:
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("x", 100))
+    side.turns(1)
+    side.checkpoint()
+    side.producer.hold_acks = True
+    side.turns(1, advance_ms=200)  # produced, no delivery report yet
+    side.consumer.rebalance("revoke", [(DELAY, 0)])
+    side.turns(1)  # revoke waits out the grace (200 ms), then closes the partition
+    assert (DELAY, 0) not in side.service.partitions.by_key
+    side.producer.hold_acks = False
+    side.turns(1)  # the late ack changes nothing on the closed partition
+    assert len(side.delivered()) == 1
+    side.consumer.rebalance("assign", [(DELAY, 0)])
+    side.turns(3, advance_ms=200)
+    # Its cursor was never marked: the new owner delivers it again (at-least-once).
+    assert [h["delay-id"] for h in side.delivered()] == ["x", "x"]
+    side.stop()
+
+
+def test_a_lost_partition_is_closed_without_committing(tmp_path: Path) -> None:
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("x", 60_000))
+    side.turns(1)
+    side.consumer.rebalance("lost", [(DELAY, 0)])
+    side.turns(1)
+    assert (DELAY, 0) not in side.service.partitions.by_key
+    assert side.committed(0) is None
+    side.stop()
