@@ -47,7 +47,7 @@ import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
 from delaybridge.fileformat import HEADER_SIZE
-from delaybridge.timerlog import commit_codec, lists
+from delaybridge.timerlog import commit_record, lists
 from delaybridge.timerlog.list_cursor import END, Part, Position
 from delaybridge.timerlog.records import TimerRecord
 from delaybridge.timerlog.store import TimerStore
@@ -59,9 +59,9 @@ LOAD_ENTRIES = 4096
 DEFAULT_BUDGET = 5_000
 """Entries a page may examine before it returns partial (~7 us each with a filter that
 reads the record: a partial page costs ~35 ms, see docs/benchmarks.md)."""
-_FIELDS = commit_codec.FIELDS
-_COMPACT = commit_codec.COMPACT
-_BODY = commit_codec.PREFIX.size
+_WIDE = commit_record.WIDE
+_COMPACT = commit_record.COMPACT
+_BODY = commit_record.PREFIX.size
 
 
 @dataclass(frozen=True)
@@ -229,10 +229,10 @@ class _Walk:
         segs = (np.searchsorted(bases, pos, side="right") - 1).tolist()
         offsets = (pos - bases[segs] + HEADER_SIZE + _BODY).tolist()
         maps = [s.map() for s in log.segments]
-        unpack = _FIELDS.unpack_from
-        fixed = commit_codec.FIXED_SIZE - _BODY
+        unpack = _WIDE.unpack_from
+        fixed = commit_record.WIDE_SIZE - _BODY
         unpack_compact = _COMPACT.unpack_from
-        short = int(commit_codec.RecordType.COMPACT)
+        short = int(commit_record.RecordType.COMPACT)
         topic = self.topic
         prefix = self.prefix
         lo = -(1 << 63) if self.due_from is None else self.due_from

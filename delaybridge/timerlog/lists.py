@@ -23,8 +23,8 @@ import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import timer_codec as codec
-from delaybridge.timerlog.commit_format import source_offset_of
 from delaybridge.timerlog.commit_log import CommitLog
+from delaybridge.timerlog.commit_record import source_offset_of
 from delaybridge.timerlog.timer_log import CHUNK_ENTRIES, TimerLog
 from delaybridge.wheel import TimingWheel
 

@@ -50,8 +50,8 @@ from delaybridge.errors import ConfigError, IntegrityError
 from delaybridge.timerlog import timer_codec
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.checkpoint import FILE_NAME, Checkpoint
-from delaybridge.timerlog.commit_codec import check
 from delaybridge.timerlog.commit_log import CommitLog
+from delaybridge.timerlog.commit_record import check
 from delaybridge.timerlog.errors import StoreLocked
 from delaybridge.timerlog.rescue import rescue
 from delaybridge.timerlog.settings import StoreSettings

@@ -41,8 +41,13 @@ import numpy as np
 
 from delaybridge.errors import ConfigError, IntegrityError
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
-from delaybridge.timerlog import cancel_codec, compact_entry, timer_codec
-from delaybridge.timerlog import commit_codec as codec
+from delaybridge.timerlog import (
+    cancel_codec,
+    commit_codec,
+    commit_record,
+    compact_entry,
+    timer_codec,
+)
 from delaybridge.timerlog.checkpoint import Checkpoint
 from delaybridge.timerlog.settings import StoreSettings
 
@@ -180,7 +185,7 @@ def _checkpoint(
             return None
         mm, off, path = where
         try:
-            return codec.check(mm, off, len(mm), path, off)
+            return commit_record.check(mm, off, len(mm), path, off)
         except IntegrityError:
             return None
 
@@ -204,9 +209,9 @@ def _checkpoint(
             continue  # damaged: quarantined when read
         mm, off, _ = record(pos) or (None, 0, None)
         assert mm is not None
-        rec = codec.decode(mm, off, directory)
+        rec = commit_codec.decode(mm, off, directory)
         last_offset = max(last_offset, rec.source_offset)
-        latest[(hashes[row], codec.PREFIX.unpack_from(mm, off)[1], size)] = row
+        latest[(hashes[row], commit_record.PREFIX.unpack_from(mm, off)[1], size)] = row
         topics[row] = rec.target_topic
     # A roll copies a record verbatim: all but the last entry of the same bytes were
     # rolled already (re-rolling them would deliver twice, and miss a cancel applied to

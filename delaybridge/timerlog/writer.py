@@ -27,8 +27,8 @@ import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import timer_codec
-from delaybridge.timerlog.commit_format import due_of
 from delaybridge.timerlog.commit_log import CommitLog
+from delaybridge.timerlog.commit_record import due_of
 from delaybridge.timerlog.placement import place
 from delaybridge.timerlog.reader import Reader
 from delaybridge.timerlog.settings import StoreSettings

@@ -48,9 +48,8 @@ from delaybridge.bridge.produce.resend import Resender, Write
 from delaybridge.bridge.state.held_values import HeldValues
 from delaybridge.bridge.state.topics import ChangelogTopics
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import Clock, StoreMarks, TimerRecord
+from delaybridge.timerlog import Clock, EncodedBatch, StoreMarks, TimerRecord
 from delaybridge.timerlog.changelog_codec import ID_HEADER, PROGRESS, PROGRESS_KEY, key_of, value_of
-from delaybridge.timerlog.commit_format import EncodedBatch
 
 log = logging.getLogger(__name__)
 WRITE_CHUNK = 10_000  # values written behind per partition and call: no burst in flight

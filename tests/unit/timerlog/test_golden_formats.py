@@ -21,6 +21,7 @@ from delaybridge.timerlog import (
     cancel_codec,
     changelog_codec,
     commit_codec,
+    commit_record,
     compact_entry,
     timer_codec,
 )
@@ -65,9 +66,9 @@ def test_commit_records(name: str, compact: bool) -> None:
     decoded = commit_codec.decode_many([raw], [P], [0] * len(offsets), offsets)
     assert decoded == inputs.RECORDS
     for rec, off, size in zip(inputs.RECORDS, offsets, map(len, records), strict=True):
-        assert commit_codec.check(raw, off, len(raw), P, off) == size
-        assert commit_codec.due_of(raw, off) == rec.due_ms
-        assert commit_codec.source_offset_of(raw, off) == rec.source_offset
+        assert commit_record.check(raw, off, len(raw), P, off) == size
+        assert commit_record.due_of(raw, off) == rec.due_ms
+        assert commit_record.source_offset_of(raw, off) == rec.source_offset
 
 
 Columns = tuple[

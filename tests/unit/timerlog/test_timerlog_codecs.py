@@ -8,11 +8,9 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import StoreMarks, TimerRecord, cancel_codec, commit_codec, timer_codec
+from delaybridge.timerlog import StoreMarks, cancel_codec, timer_codec
 from delaybridge.timerlog.checkpoint import ENVELOPE, MAGIC, Checkpoint
 from delaybridge.timerlog.stats import StoreCounters
 
@@ -21,44 +19,6 @@ from delaybridge.timerlog.stats import StoreCounters
 pytestmark = pytest.mark.usefixtures("hot_impl")
 
 P = Path("f")
-maybe_bytes = st.one_of(st.none(), st.binary(max_size=64))
-records = st.builds(
-    TimerRecord,
-    id=st.text(min_size=1, max_size=40),
-    due_ms=st.integers(-(2**62), 2**62),
-    target_topic=st.text(alphabet="abcxyz-._", min_size=1, max_size=30),
-    target_partition=st.integers(-1, 2**31 - 1),
-    key=maybe_bytes,
-    value=maybe_bytes,
-    headers=st.lists(st.tuples(st.text(max_size=10), maybe_bytes), max_size=4).map(tuple),
-    source_offset=st.integers(0, 2**62),
-    source_timestamp_ms=st.integers(0, 2**62),
-)
-
-
-@settings(max_examples=80, deadline=None)
-@given(st.lists(records, min_size=1, max_size=5))
-def test_commit_records_round_trip(batch: list[TimerRecord]) -> None:
-    enc = commit_codec.encode_batch(batch)
-    raw = b"".join(enc.parts)
-    off = 0
-    for rec, size, h in zip(batch, enc.sizes, enc.id_hashes, strict=True):
-        assert commit_codec.check(raw, off, len(raw), P, off) == size
-        assert commit_codec.decode(raw, off, P) == rec
-        assert h == zlib.crc32(rec.id.encode())
-        off += size
-
-
-@settings(max_examples=60, deadline=None)
-@given(records, st.data())
-def test_any_flipped_bit_of_a_commit_record_is_caught(
-    rec: TimerRecord, data: st.DataObject
-) -> None:
-    raw = bytearray(b"".join(commit_codec.encode_batch([rec]).parts))
-    bit = data.draw(st.integers(0, len(raw) * 8 - 1))
-    raw[bit // 8] ^= 1 << (bit % 8)
-    with pytest.raises(IntegrityError, match="offset 0"):
-        commit_codec.check(bytes(raw), 0, len(raw), P, 0)
 
 
 def test_timer_entries_pack_type_and_position_and_check_crc() -> None:
