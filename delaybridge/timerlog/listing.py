@@ -51,7 +51,7 @@ from delaybridge.timerlog import commit_record, lists
 from delaybridge.timerlog.list_cursor import END, Part, Position
 from delaybridge.timerlog.records import TimerRecord
 from delaybridge.timerlog.store import TimerStore
-from delaybridge.timerlog.timer_codec import EntryType
+from delaybridge.timerlog.timer_entry import EntryType
 
 ROLL = int(EntryType.ROLL)
 LOAD_ENTRIES = 4096

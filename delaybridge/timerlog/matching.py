@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import timer_codec
+from delaybridge.timerlog import timer_entry
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.commit_log import CommitLog
 from delaybridge.timerlog.reader import Reader
@@ -185,7 +185,7 @@ class IdMatcher:
         changelog write; a restart's rewrite of the values not acknowledged)."""
         out: list[Pending] = []
         for first, entries in self.timer.chunks(live_start, self.timer.end):
-            positions = timer_codec.positions_of(entries)
+            positions = timer_entry.positions_of(entries)
             rows = np.flatnonzero(positions >= since).tolist() if since else range(len(entries))
             slots, words = entries["slot_ms"].tolist(), positions.tolist()
             for row in rows:

@@ -44,7 +44,7 @@ from delaybridge.timerlog.recovery import Opened, recover
 from delaybridge.timerlog.replace_waits import ReplaceWaits
 from delaybridge.timerlog.settings import StoreSettings
 from delaybridge.timerlog.stats import StoreCounters, StoreStats
-from delaybridge.timerlog.timer_codec import EntryType
+from delaybridge.timerlog.timer_entry import EntryType
 from delaybridge.timerlog.writer import Writer
 
 log = logging.getLogger(__name__)

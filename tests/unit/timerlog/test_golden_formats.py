@@ -22,8 +22,7 @@ from delaybridge.timerlog import (
     changelog_codec,
     commit_codec,
     commit_record,
-    compact_entry,
-    timer_codec,
+    timer_entry,
 )
 from delaybridge.timerlog.checkpoint import Checkpoint
 from delaybridge.timerlog.marks import StoreMarks
@@ -94,26 +93,26 @@ def _columns(rows: Sequence[tuple[int, int, int, int, int]]) -> Columns:
 
 def test_timer_entries_version_1() -> None:
     raw = golden("timer_entries_v1.bin")
-    assert timer_codec.build(*_columns(inputs.TIMER_ENTRIES)).tobytes() == raw
+    assert timer_entry.build(*_columns(inputs.TIMER_ENTRIES)).tobytes() == raw
     for n, (h, prev, slot, cl, kind) in enumerate(inputs.TIMER_ENTRIES):
-        entry = timer_codec.decode_one(raw, n * 32, P, n)
+        entry = timer_entry.decode_wide_one(raw, n * 32, P, n)
         assert entry == (h, prev, slot, cl, kind)
 
 
 def test_timer_entries_version_2() -> None:
     raw = golden("timer_entries_v2.bin")
-    bases = compact_entry.Bases(*inputs.TIMER_BASES)
+    bases = timer_entry.Bases(*inputs.TIMER_BASES)
     first = inputs.TIMER_FIRST_INDEX
-    stored = compact_entry.encode(*_columns(inputs.TIMER_ENTRIES_V2), first, bases)
+    stored = timer_entry.encode(*_columns(inputs.TIMER_ENTRIES_V2), first, bases)
     assert stored.tobytes() == raw
     for n, entry in enumerate(inputs.TIMER_ENTRIES_V2):
-        assert compact_entry.encode_one(*entry, first + n, bases) == raw[n * 20 : n * 20 + 20]
-        assert compact_entry.decode_one(raw, n * 20, P, first + n, bases) == entry
-    table = np.frombuffer(raw, dtype=compact_entry.DTYPE)
+        assert timer_entry.encode_one(*entry, first + n, bases) == raw[n * 20 : n * 20 + 20]
+        assert timer_entry.decode_one(raw, n * 20, P, first + n, bases) == entry
+    table = np.frombuffer(raw, dtype=timer_entry.COMPACT_DTYPE)
     indexes = np.arange(first, first + len(table), dtype=np.int64)
-    wide = compact_entry.decode(table, indexes, bases)
+    wide = timer_entry.decode(table, indexes, bases)
     assert wide["prev"].tolist() == [e[1] for e in inputs.TIMER_ENTRIES_V2]
-    assert timer_codec.positions_of(wide).tolist() == [e[3] for e in inputs.TIMER_ENTRIES_V2]
+    assert timer_entry.positions_of(wide).tolist() == [e[3] for e in inputs.TIMER_ENTRIES_V2]
 
 
 def _cancel_items() -> list[object]:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
-import numpy as np
 import orjson
 import pytest
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import StoreMarks, cancel_codec, timer_codec
+from delaybridge.timerlog import StoreMarks, cancel_codec
 from delaybridge.timerlog.checkpoint import ENVELOPE, MAGIC, Checkpoint
 from delaybridge.timerlog.stats import StoreCounters
 
@@ -19,49 +18,6 @@ from delaybridge.timerlog.stats import StoreCounters
 pytestmark = pytest.mark.usefixtures("hot_impl")
 
 P = Path("f")
-
-
-def test_timer_entries_pack_type_and_position_and_check_crc() -> None:
-    e = timer_codec.build(
-        np.array([7, 8], np.uint32),
-        np.array([-1, 0], np.int64),
-        np.array([100, 200], np.int64),
-        np.array([0, 2**50], np.int64),
-        np.array([1, 2], np.uint64),
-    )
-    assert timer_codec.kinds_of(e).tolist() == [1, 2]
-    assert timer_codec.positions_of(e).tolist() == [0, 2**50]
-    raw = e.tobytes()
-    assert zlib.crc32(raw[4:32]) == int(e["crc"][0])  # plain zlib can check an entry
-    assert len(timer_codec.bad_rows(e)) == 0
-    damaged = bytearray(raw)
-    damaged[40] ^= 0x10
-    bad = np.frombuffer(bytes(damaged), dtype=timer_codec.DTYPE)
-    assert timer_codec.bad_rows(bad).tolist() == [1]
-
-
-def test_one_timer_entry_decodes_by_name_and_names_the_damage() -> None:
-    raw = timer_codec.build(
-        np.array([7, 8], np.uint32),
-        np.array([-1, 0], np.int64),
-        np.array([100, 200], np.int64),
-        np.array([0, 2**50], np.int64),
-        np.array([1, 3], np.uint64),
-    ).tobytes()
-    entry = timer_codec.decode_one(raw, 32, P, 41)
-    assert entry == timer_codec.TimerEntry(
-        id_hash=8, prev=0, slot_ms=200, cl_pos=2**50, kind=timer_codec.EntryType.ROLLED
-    )
-    damaged = bytearray(raw)
-    damaged[40] ^= 0x10
-    with pytest.raises(IntegrityError, match=r"^f: offset 32: timer-log entry 41 CRC mismatch"):
-        timer_codec.decode_one(bytes(damaged), 32, P, 41)
-    one = np.array([0], np.int64)
-    unknown = timer_codec.build(  # a valid CRC over a type no writer uses
-        np.array([1], np.uint32), one, one, one, np.array([9], np.uint64)
-    ).tobytes()
-    with pytest.raises(IntegrityError, match=r"^f: offset 0: timer-log entry 0 has type 9,"):
-        timer_codec.decode_one(unknown, 0, P, 0)
 
 
 @pytest.mark.parametrize(
