@@ -42,11 +42,11 @@ import numpy as np
 from delaybridge.errors import ConfigError, IntegrityError
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 from delaybridge.timerlog import (
-    cancel_codec,
     commit_codec,
     commit_record,
     timer_entry,
 )
+from delaybridge.timerlog.cancel_record import CancelledEntry, decode
 from delaybridge.timerlog.checkpoint import Checkpoint
 from delaybridge.timerlog.settings import StoreSettings
 
@@ -256,8 +256,8 @@ def _cancels(directory: Path) -> tuple[int, int, set[int]]:
         return generation + 1, 0, applied
     try:
         while offset < len(raw):
-            item, size = cancel_codec.decode(raw, offset, path, offset)
-            if isinstance(item, cancel_codec.Applied):
+            item, size = decode(raw, offset, path, offset)
+            if isinstance(item, CancelledEntry):
                 applied.add(item.index)
             offset += size
     except IntegrityError:

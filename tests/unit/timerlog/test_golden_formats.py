@@ -18,14 +18,22 @@ import pytest
 
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 from delaybridge.timerlog import (
-    cancel_codec,
+    cancel_record,
     changelog_codec,
     commit_codec,
     commit_record,
     timer_entry,
 )
+from delaybridge.timerlog.cancel_record import (
+    CancelledEntry,
+    CancelRecord,
+    Matched,
+    Resolved,
+    WaitingCancel,
+)
 from delaybridge.timerlog.checkpoint import Checkpoint
 from delaybridge.timerlog.marks import StoreMarks
+from delaybridge.timerlog.records import Cancel
 from delaybridge.timerlog.stats import StoreCounters
 from delaybridge.wheel.slot_codec import CRC, DTYPE, SLOT, SLOT_SIZE
 from tests.unit.timerlog.golden import inputs
@@ -115,23 +123,24 @@ def test_timer_entries_version_2() -> None:
     assert timer_entry.positions_of(wide).tolist() == [e[3] for e in inputs.TIMER_ENTRIES_V2]
 
 
-def _cancel_items() -> list[object]:
-    items: list[object] = [cancel_codec.Applied(*inputs.CANCEL_APPLIED)]
+def _cancel_records() -> list[CancelRecord]:
+    records: list[CancelRecord] = [CancelledEntry(*inputs.CANCEL_APPLIED)]
     for expires, rid, topic, sent, offset, matched, replace in inputs.CANCEL_WAITS:
-        items.append(cancel_codec.Waiting(expires, rid, topic, sent, offset, matched, replace))
-    items.append(cancel_codec.Resolved(inputs.CANCEL_RESOLVED))
-    items.append(cancel_codec.Matched(inputs.CANCEL_MATCHED))
-    return items
+        cancel = Cancel(rid, topic, sent, offset, replace)
+        records.append(WaitingCancel(cancel, expires, matched))
+    records.append(Resolved(inputs.CANCEL_RESOLVED))
+    records.append(Matched(inputs.CANCEL_MATCHED))
+    return records
 
 
 def test_cancel_records() -> None:
     raw = golden("cancel_records.bin")
-    items = _cancel_items()
-    assert b"".join(cancel_codec.encode(x) for x in items) == raw  # type: ignore[arg-type]
+    records = _cancel_records()
+    assert b"".join(cancel_record.encode(r) for r in records) == raw
     off = 0
-    for item in items:
-        got, length = cancel_codec.decode(raw, off, P, off)
-        assert got == item
+    for record in records:
+        got, length = cancel_record.decode(raw, off, P, off)
+        assert got == record
         off += length
     assert off == len(raw)
 
