@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import TimerRecord, changelog_codec, commit_codec
+from delaybridge.timerlog import TimerRecord, changelog_record, commit_codec
 from delaybridge.timerlog.commit_record import (
     COMPACT_SIZE,
     WIDE_SIZE,
@@ -196,13 +196,13 @@ def test_changelog_values_of_both_versions_index_like_an_encoded_batch() -> None
     recs = [BASE, BASE._replace(id="id-2", source_offset=9, due_ms=START_MS + 40 * DAY)]
     enc = commit_codec.encode_batch(recs)
     old = [b"\x01" + one(r, compact=False) for r in recs]  # written before version 2
-    new = [changelog_codec.value_of(r) for r in enc.records()]
+    new = [changelog_record.value_of(r) for r in enc.records()]
     assert [v[0] for v in new] == [2, 2] and [kind(v[1:]) for v in new] == [2, 1]
     for values in (old, new, [old[0], new[1]]):
         got = commit_codec.index_encoded(values, "changelog", skip=1)
         assert (got.id_hashes, got.due_ms, got.topics) == (enc.id_hashes, enc.due_ms, enc.topics)
         assert got.max_source_offset == 9
         for v in values:
-            assert commit_codec.decode(bytes(changelog_codec.record_of(v, "c")), 0, P) in recs
+            assert commit_codec.decode(bytes(changelog_record.record_of(v, "c")), 0, P) in recs
     with pytest.raises(IntegrityError, match="changelog value version 3"):
-        changelog_codec.record_of(b"\x03" + one(BASE), "c")
+        changelog_record.record_of(b"\x03" + one(BASE), "c")

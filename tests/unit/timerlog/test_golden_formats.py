@@ -19,7 +19,7 @@ import pytest
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 from delaybridge.timerlog import (
     cancel_record,
-    changelog_codec,
+    changelog_record,
     commit_codec,
     commit_record,
     timer_entry,
@@ -147,30 +147,30 @@ def test_cancel_records() -> None:
 
 def test_changelog_records() -> None:
     keys = golden("changelog_keys.bin")
-    assert b"".join(changelog_codec.key_of(o, g) for o, g in inputs.CHANGELOG_KEYS) == keys
+    assert b"".join(changelog_record.key_of(o, g) for o, g in inputs.CHANGELOG_KEYS) == keys
     off = 0
     for offset, generation in inputs.CHANGELOG_KEYS:
         size = 16 if generation >> 32 else 12
-        assert changelog_codec.parse_key(keys[off : off + size], "c") == (offset, generation)
+        assert changelog_record.parse_key(keys[off : off + size], "c") == (offset, generation)
         off += size
     assert off == len(keys)
     values = golden("changelog_values.bin")
     carried = [inputs.RECORDS[n] for n in inputs.CHANGELOG_VALUES]
     encoded = commit_codec.encode_batch(carried).records()
-    assert b"".join(changelog_codec.value_of(r) for r in encoded) == values
+    assert b"".join(changelog_record.value_of(r) for r in encoded) == values
     off = 0
     for rec, enc in zip(carried, encoded, strict=True):
         value = values[off : off + 1 + len(enc)]
-        inner = bytes(changelog_codec.record_of(value, "c"))
+        inner = bytes(changelog_record.record_of(value, "c"))
         assert commit_codec.decode(inner, 0, P) == rec
         off += len(value)
     assert off == len(values)
     progress = golden("changelog_progress.bin")
     key, tick = progress[:8], progress[8:]
-    assert key == changelog_codec.PROGRESS_KEY
-    assert changelog_codec.PROGRESS.pack(inputs.PROGRESS_TICK_MS) == tick
-    assert changelog_codec.PROGRESS.unpack(tick) == (inputs.PROGRESS_TICK_MS,)
-    assert changelog_codec.ID_HEADER == "delay-id"  # a tombstone's only header
+    assert key == changelog_record.PROGRESS_KEY
+    assert changelog_record.PROGRESS.pack(inputs.PROGRESS_TICK_MS) == tick
+    assert changelog_record.PROGRESS.unpack(tick) == (inputs.PROGRESS_TICK_MS,)
+    assert changelog_record.ID_HEADER == "delay-id"  # a tombstone's only header
 
 
 def test_checkpoint(tmp_path: Path) -> None:

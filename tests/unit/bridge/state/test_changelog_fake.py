@@ -11,7 +11,7 @@ from pathlib import Path
 
 from confluent_kafka import Message
 
-from delaybridge.timerlog.changelog_codec import PROGRESS_KEY, parse_key
+from delaybridge.timerlog.changelog_record import PROGRESS_KEY, parse_key
 from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
 
 CHANGELOG = "delaybridge-delay-changelog"
