@@ -1,7 +1,7 @@
 """Paged listing of a store's pending messages, walking the wheel from a cursor.
 
 A page never scans the store. It walks wheel ticks from the cursor's tick forward
-(:func:`lists.load` collects the slot lists of the next non-empty ticks in a few numpy
+(:func:`read_window.load` collects the slot lists of the next non-empty ticks in a few numpy
 passes), looks at each entry in ``(tick, index)`` order and stops when the page is
 full, or when it has examined ``budget`` entries -- then it returns a *partial* page
 and the position it reached, so a selective filter costs bounded work per call and the
@@ -47,7 +47,7 @@ import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
 from delaybridge.fileformat import HEADER_SIZE
-from delaybridge.timerlog import commit_record, lists
+from delaybridge.timerlog import commit_record, read_window
 from delaybridge.timerlog.list_cursor import END, Part, Position
 from delaybridge.timerlog.records import TimerRecord
 from delaybridge.timerlog.store import TimerStore
@@ -165,7 +165,9 @@ class _Walk:
             if left <= 0:
                 page.next = Position.end_of_tick(part, t - tick_ms)
                 return True
-            win = lists.load(store.wheel, store.timer, store.commit_log, t, 0, hi, min(grow, left))
+            win = read_window.load(
+                store.wheel, store.timer, store.commit_log, t, 0, hi, min(grow, left)
+            )
             grow = min(2 * grow, LOAD_ENTRIES)
             order = np.lexsort((win.idx, win.tick_of))
             idx, cl, kind, ticks = (
