@@ -1,8 +1,8 @@
 """Which implementation of the hot path runs: compiled with mypyc, or pure Python.
 
 Two modules hold the per-record work of the sidecar: ``contract/classifier.py`` (the
-header contract) and ``timerlog/codec_core.py`` (the commit-log record codec). They are
-plain typed Python, and ``python -m delaybridge.tools.build_compiled`` (run by
+header contract) and ``timerlog/commit_record.py`` (the commit-log record and its codec).
+They are plain typed Python, and ``python -m delaybridge.tools.build_compiled`` (run by
 ``scripts/bootstrap`` and the image's build stage) compiles a *copy* of each with mypyc
 into the separate package :data:`PACKAGE` (``delaybridge_compiled/``, never into the
 source tree, ignored by git), stamping the copy with the SHA-256 of the source it was
@@ -35,11 +35,11 @@ FORCE_PURE_ENV = "DELAYBRIDGE_PURE_PYTHON"
 EXPECT_COMPILED_ENV = "DELAYBRIDGE_EXPECT_COMPILED"
 """Set to 1 (scripts/test does, where it built the compiled path) so that a test fails
 when the compiled modules are not the ones imported."""
-SOURCES = ("delaybridge.contract.classifier", "delaybridge.timerlog.codec_core")
+SOURCES = ("delaybridge.contract.classifier", "delaybridge.timerlog.commit_record")
 """The modules compiled, as the pure source modules' names."""
 _FACADES = {
     "delaybridge.contract.classifier": "delaybridge.contract.classify",
-    "delaybridge.timerlog.codec_core": "delaybridge.timerlog.commit_codec",
+    "delaybridge.timerlog.commit_record": "delaybridge.timerlog.commit_codec",
 }
 
 

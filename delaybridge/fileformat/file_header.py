@@ -59,7 +59,7 @@ class FileKind(Enum):
 
 CURRENT_VERSIONS = {
     FileKind.COMMIT_LOG: 2,  # 2: compact records (type 2) beside the wide ones
-    FileKind.TIMER_LOG: 2,  # 2: 20-byte entries relative to the segment (compact_entry)
+    FileKind.TIMER_LOG: 2,  # 2: 20-byte entries relative to the segment (timerlog/timer_entry.py)
     FileKind.WHEEL: FORMAT_VERSION,
     FileKind.CANCEL_LOG: 2,  # 2: cancels carry when they were sent (docs/storage.md)
     FileKind.TIMER_INDEX: FORMAT_VERSION,

@@ -22,6 +22,7 @@ from delaybridge.timerlog.records import (
     DamagedRecord,
     DeliveryCursor,
     DueRecord,
+    EncodedBatch,
     Headers,
     TimerRecord,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "DamagedRecord",
     "DeliveryCursor",
     "DueRecord",
+    "EncodedBatch",
     "Headers",
     "ManualClock",
     "StoreCounters",

@@ -15,28 +15,23 @@ import itertools
 import logging
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from delaybridge.durable import allocated_bytes, fsync_dir, is_no_space, pwrite_all
 from delaybridge.fileformat import CURRENT_VERSIONS, HEADER_SIZE, FileHeader, FileKind
-from delaybridge.timerlog import cancel_codec as codec
+from delaybridge.timerlog.cancel_record import (
+    CancelledEntry,
+    CancelRecord,
+    Matched,
+    Resolved,
+    WaitingCancel,
+    decode,
+    encode,
+)
 from delaybridge.timerlog.records import Cancel, TimerRecord
 
 COMPACT_MIN_BYTES = 1 << 20
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class WaitingCancel:
-    """A cancel waiting ``cancel_grace_ms`` for messages sent before it that may still
-    arrive (from another delay-topic partition, or one that lags)."""
-
-    cancel: Cancel
-    expires_ms: int
-    pos: int
-    matched: bool = False
-    """It matched a message (when applied or since): not unknown when its grace ends."""
 
 
 class CancelBook:
@@ -91,14 +86,15 @@ class CancelBook:
         waiting_at: dict[int, WaitingCancel] = {}
         offset = HEADER_SIZE
         while offset < HEADER_SIZE + end:
-            item, length = codec.decode(raw, offset, path, offset)
+            item, length = decode(raw, offset, path, offset)
             pos = offset - HEADER_SIZE
-            if isinstance(item, codec.Applied):
+            if isinstance(item, CancelledEntry):
                 if item.slot_ms >= done_tick_ms:
                     self.applied[item.index] = item.slot_ms
-            elif isinstance(item, codec.Waiting):
-                waiting_at[pos] = _waiting(item, pos)
-            elif isinstance(item, codec.Matched):
+            elif isinstance(item, WaitingCancel):
+                item.pos = pos
+                waiting_at[pos] = item
+            elif isinstance(item, Matched):
                 if (w := waiting_at.get(item.waiting_pos)) is not None:
                     w.matched = True
             else:
@@ -114,8 +110,8 @@ class CancelBook:
             os.fsync(self._fd)
 
     # -- changes (written at the next write_pending) ---------------------------
-    def _add(self, item: codec.Decoded) -> int:
-        raw = codec.encode(item)
+    def _add(self, item: CancelRecord) -> int:
+        raw = encode(item)
         pos = self.end
         self._pending.append(raw)
         self.end += len(raw)
@@ -123,19 +119,12 @@ class CancelBook:
 
     def apply(self, index: int, slot_ms: int) -> None:
         self.applied[index] = slot_ms
-        self._add(codec.Applied(index, slot_ms))
+        self._add(CancelledEntry(index, slot_ms))
 
     def wait(self, cancel: Cancel, expires_ms: int, matched: bool) -> None:
-        item = codec.Waiting(
-            expires_ms,
-            cancel.id,
-            cancel.target_topic,
-            cancel.sent_ms,
-            cancel.offset,
-            matched,
-            cancel.replace,
-        )
-        self._track(WaitingCancel(cancel, expires_ms, self._add(item), matched))
+        w = WaitingCancel(cancel, expires_ms, matched)
+        w.pos = self._add(w)
+        self._track(w)
 
     def _track(self, w: WaitingCancel) -> None:
         self.waiting.setdefault(w.cancel.id, []).append(w)
@@ -161,10 +150,10 @@ class CancelBook:
                 self._count -= 1
                 if not items:
                     del self.waiting[rec.id]
-                self._add(codec.Resolved(w.pos))
+                self._add(Resolved(w.pos))
             elif not w.matched:
                 w.matched = True
-                self._add(codec.Matched(w.pos))
+                self._add(Matched(w.pos))
             return w.cancel
         return None
 
@@ -183,7 +172,7 @@ class CancelBook:
             if not items:
                 del self.waiting[w.cancel.id]
             self._count -= 1
-            self._add(codec.Resolved(w.pos))
+            self._add(Resolved(w.pos))
             unknown += not (w.matched or w.cancel.replace)
         return unknown
 
@@ -235,24 +224,19 @@ class CancelBook:
         calls :meth:`drop_old` -- so a crash in between leaves a valid pair.
         """
         self.write_pending()
-        items: list[codec.Decoded] = [codec.Applied(i, t) for i, t in self.applied.items()]
-        flat = [w for ws in self.waiting.values() for w in ws]
-        items += [
-            codec.Waiting(
-                w.expires_ms, c.id, c.target_topic, c.sent_ms, c.offset, w.matched, c.replace
-            )
-            for w in flat
-            for c in (w.cancel,)
-        ]
+        items: list[CancelRecord] = [CancelledEntry(i, t) for i, t in self.applied.items()]
+        items += [w for ws in self.waiting.values() for w in ws]
         new_gen = self.generation + 1
         path = self._path(new_gen)
         chunks = [FileHeader(FileKind.CANCEL_LOG, 0, 0).encode()]
         pos = 0
-        waiting: dict[str, list[WaitingCancel]] = {}
+        # Each waiting cancel and its place in the new file, set only once the file is
+        # written: a failed compaction leaves the book as it was.
+        moved: list[tuple[WaitingCancel, int]] = []
         for item in items:
-            raw = codec.encode(item)
-            if isinstance(item, codec.Waiting):
-                waiting.setdefault(item.id, []).append(_waiting(item, pos))
+            raw = encode(item)
+            if isinstance(item, WaitingCancel):
+                moved.append((item, pos))
             chunks.append(raw)
             pos += len(raw)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -271,9 +255,9 @@ class CancelBook:
         self.waiting = {}
         self._expiry = []
         self._count = 0
-        for ws in waiting.values():
-            for w in ws:
-                self._track(w)
+        for w, at in moved:
+            w.pos = at
+            self._track(w)
 
     def drop_old(self) -> None:
         old = self._old
@@ -295,8 +279,3 @@ class CancelBook:
 
     def ids_waiting(self) -> Iterable[str]:
         return self.waiting.keys()
-
-
-def _waiting(item: codec.Waiting, pos: int) -> WaitingCancel:
-    cancel = Cancel(item.id, item.topic, item.sent_ms, item.offset, item.replace)
-    return WaitingCancel(cancel, item.expires_ms, pos, item.matched)

@@ -1,13 +1,12 @@
-"""Commit-log records: encode a batch, decode records for delivery.
+"""The commit-record codec this process runs: the compiled build, or the source itself.
 
-The layouts (wide, type 1, and compact, type 2) are drawn in :mod:`commit_format`;
-this module re-exports its names. ``encode_batch`` writes the compact layout for
-every record whose fields fit it (ids and topics <= 255 bytes, keys <= 64 KiB, a
-partition < 32,768, a delay within +-24.8 days of the source timestamp, an offset
-below 2**32) and the wide one otherwise; ``decode_many`` reads both.
-
-The loops themselves are in :mod:`codec_core`, compiled with mypyc where a matching
-build is installed (``delaybridge/hotpath.py``); this module calls whichever is in use.
+The format and its codec are :mod:`commit_record`. Its per-batch functions are the store's
+hot path, so ``scripts/bootstrap`` compiles that module with mypyc; this module picks,
+once per process, which of the two to run (``delaybridge/hotpath.py``: the compiled
+copy only if it was built from ``commit_record.py`` exactly, else the source, with a
+warning when a stale build is found). Call :func:`encode_batch`, :func:`decode_many`,
+:func:`decode` and :func:`index_encoded` from here; ``commit_record``'s layout and its
+one-record helpers (``check``, ``due_of``, ...) are used directly.
 """
 
 from __future__ import annotations
@@ -18,62 +17,19 @@ from pathlib import Path
 from types import ModuleType
 
 from delaybridge import hotpath
-from delaybridge.timerlog import codec_core
-from delaybridge.timerlog.commit_format import (
-    COMPACT,
-    COMPACT_SIZE,
-    FIELDS,
-    FIXED_SIZE,
-    HEADER_ITEM,
-    MAX_ID_BYTES,
-    MIN_SIZE,
-    NULL_KEY,
-    NULL_VALUE,
-    PREFIX,
-    EncodedBatch,
-    RecordType,
-    check,
-    due_of,
-    record_length,
-    source_offset_of,
-)
-from delaybridge.timerlog.records import TimerRecord
+from delaybridge.timerlog import commit_record
+from delaybridge.timerlog.records import EncodedBatch, TimerRecord
 
-__all__ = [
-    "COMPACT",
-    "COMPACT_SIZE",
-    "FIELDS",
-    "FIXED_SIZE",
-    "HEADER_ITEM",
-    "MAX_ID_BYTES",
-    "MIN_SIZE",
-    "NULL_KEY",
-    "NULL_VALUE",
-    "PREFIX",
-    "EncodedBatch",
-    "RecordType",
-    "check",
-    "decode",
-    "decode_many",
-    "due_of",
-    "encode_batch",
-    "encode_headers",
-    "record_length",
-    "source_offset_of",
-]
+__all__ = ["decode", "decode_many", "encode_batch", "index_encoded"]
 
-#: The codec in use: ``codec_core`` compiled when a matching build is installed, else
-#: the module itself (``delaybridge/hotpath.py``). Tests swap it to run both.
-_core: ModuleType = hotpath.select(codec_core)
+#: The codec in use: ``commit_record`` compiled when a matching build is installed,
+#: else the module itself (``delaybridge/hotpath.py``). Tests swap it to run both.
+_core: ModuleType = hotpath.select(commit_record)
 
 
 def encode_batch(records: Sequence[TimerRecord], compact: bool = True) -> EncodedBatch:
-    """Encode records: one ``pack``, one join and two CRCs per record, nothing more.
-
-    Compact layout where the record fits it (unless ``compact`` is false: the wide
-    layout of format version 1, for tests and fixtures), wide otherwise. Raises
-    InvalidRecord (naming the record) if a field does not fit the wide layout either.
-    """
+    """:func:`commit_record.encode_batch`: compact layout where a record fits it (unless
+    ``compact`` is false), wide otherwise; InvalidRecord names a record neither holds."""
     batch: EncodedBatch = _core.encode_batch(records, compact)
     return batch
 
@@ -84,20 +40,19 @@ def decode_many(
     segs: Sequence[int],
     offsets: Sequence[int],
 ) -> list[TimerRecord]:
-    """Check and decode the records at ``maps[segs[i]][offsets[i]]``, in that order.
-
-    Any damage raises IntegrityError naming the file and offset.
-    """
+    """:func:`commit_record.decode_many`: the checked, decoded records at
+    ``maps[segs[i]][offsets[i]]``, in that order; IntegrityError names file and offset."""
     out: list[TimerRecord] = _core.decode_many(maps, paths, segs, offsets)
     return out
-
-
-def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
-    """The header block of one record."""
-    block: bytes = _core.encode_headers(headers)
-    return block
 
 
 def decode(buf: bytes | mmap.mmap, offset: int, path: Path) -> TimerRecord:
     """Check and decode the one record at ``offset`` of ``buf``."""
     return decode_many((buf,), (path,), (0,), (offset,))[0]
+
+
+def index_encoded(raws: Sequence[bytes], where: str, skip: int = 0) -> EncodedBatch:
+    """:func:`commit_record.index_encoded`: records that arrive encoded (each ``skip``
+    bytes into its buffer), indexed for an append without being decoded."""
+    batch: EncodedBatch = _core.index_encoded(raws, where, skip)
+    return batch

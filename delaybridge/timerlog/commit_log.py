@@ -1,9 +1,9 @@
 """The commit log: the sidecar's own copy of every accepted message.
 
-Records are in :mod:`commit_codec`; files are a :class:`SegmentedLog` in
-``<store>/commitlog/``. A batch is encoded record by record (one ``pack`` and one
-``crc32`` each), joined, and written with one ``pwrite``. Reads go through the
-segment's mmap and check the CRC before decoding. Not thread-safe.
+Records are in :mod:`commit_record` (decoded through :mod:`commit_codec`); files are a
+:class:`SegmentedLog` in ``<store>/commitlog/``. A batch is encoded record by record (one
+``pack`` and one ``crc32`` each), joined, and written with one ``pwrite``. Reads go
+through the segment's mmap and check the CRC before decoding. Not thread-safe.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from delaybridge.fileformat import HEADER_SIZE, FileKind
-from delaybridge.timerlog import commit_codec as codec
+from delaybridge.timerlog import commit_codec
+from delaybridge.timerlog.commit_record import check
 from delaybridge.timerlog.records import TimerRecord
 from delaybridge.timerlog.segments import SegmentedLog
 
@@ -52,13 +53,13 @@ class CommitLog:
         """The whole checked record at ``pos`` (prefix included), for a roll's copy."""
         seg, off = self.log.locate(pos)
         mm = seg.map()
-        length = codec.check(mm, off, len(mm), seg.path, off)
+        length = check(mm, off, len(mm), seg.path, off)
         return mm[off : off + length]
 
     def read(self, pos: int) -> TimerRecord:
         """The checked, decoded record at ``pos``."""
         seg, off = self.log.locate(pos)
-        return codec.decode(seg.map(), off, seg.path)
+        return commit_codec.decode(seg.map(), off, seg.path)
 
     def read_many(self, positions: npt.NDArray[np.int64]) -> list[TimerRecord]:
         """The checked, decoded records at ``positions``, in that order (delivery's path)."""
@@ -73,7 +74,7 @@ class CommitLog:
         maps = [s.map() for s in segments]
         paths = [s.path for s in segments]
         offsets = positions - bases[segs] + HEADER_SIZE
-        out = codec.decode_many(maps, paths, segs.tolist(), offsets.tolist())
+        out = commit_codec.decode_many(maps, paths, segs.tolist(), offsets.tolist())
         # Mapped pages count in RSS: let them go every ~64 MiB of records read.
         self._read_since_release += len(out)
         if self._read_since_release >= RELEASE_EVERY_RECORDS:
@@ -90,7 +91,7 @@ class CommitLog:
             i = self.log.segments.index(seg)
             limit = off + self.log.segment_end(i) - pos
             while pos < stop and off < limit:
-                length = codec.check(mm, off, limit, seg.path, off)
+                length = check(mm, off, limit, seg.path, off)
                 off += length
                 pos += length
                 n += 1

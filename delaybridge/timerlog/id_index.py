@@ -34,11 +34,11 @@ import numpy as np
 import numpy.typing as npt
 
 from delaybridge.durable import allocated_bytes
-from delaybridge.timerlog import timer_codec as codec
+from delaybridge.timerlog import timer_entry
 from delaybridge.timerlog.id_index_file import U16, U32, IndexFile
 from delaybridge.timerlog.segments import Segment, SegmentedLog
 
-ENTRY = codec.ENTRY_SIZE
+ENTRY = timer_entry.WIDE_SIZE
 I64 = npt.NDArray[np.int64]
 SUFFIX = "tidx"
 log = logging.getLogger(__name__)

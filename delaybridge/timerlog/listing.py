@@ -1,7 +1,7 @@
 """Paged listing of a store's pending messages, walking the wheel from a cursor.
 
 A page never scans the store. It walks wheel ticks from the cursor's tick forward
-(:func:`lists.load` collects the slot lists of the next non-empty ticks in a few numpy
+(:func:`read_window.load` collects the slot lists of the next non-empty ticks in a few numpy
 passes), looks at each entry in ``(tick, index)`` order and stops when the page is
 full, or when it has examined ``budget`` entries -- then it returns a *partial* page
 and the position it reached, so a selective filter costs bounded work per call and the
@@ -47,11 +47,11 @@ import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
 from delaybridge.fileformat import HEADER_SIZE
-from delaybridge.timerlog import commit_codec, lists
+from delaybridge.timerlog import commit_record, read_window
 from delaybridge.timerlog.list_cursor import END, Part, Position
 from delaybridge.timerlog.records import TimerRecord
 from delaybridge.timerlog.store import TimerStore
-from delaybridge.timerlog.timer_codec import EntryType
+from delaybridge.timerlog.timer_entry import EntryType
 
 ROLL = int(EntryType.ROLL)
 LOAD_ENTRIES = 4096
@@ -59,9 +59,9 @@ LOAD_ENTRIES = 4096
 DEFAULT_BUDGET = 5_000
 """Entries a page may examine before it returns partial (~7 us each with a filter that
 reads the record: a partial page costs ~35 ms, see docs/benchmarks.md)."""
-_FIELDS = commit_codec.FIELDS
-_COMPACT = commit_codec.COMPACT
-_BODY = commit_codec.PREFIX.size
+_WIDE = commit_record.WIDE
+_COMPACT = commit_record.COMPACT
+_BODY = commit_record.PREFIX.size
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,9 @@ class _Walk:
             if left <= 0:
                 page.next = Position.end_of_tick(part, t - tick_ms)
                 return True
-            win = lists.load(store.wheel, store.timer, store.commit_log, t, 0, hi, min(grow, left))
+            win = read_window.load(
+                store.wheel, store.timer, store.commit_log, t, 0, hi, min(grow, left)
+            )
             grow = min(2 * grow, LOAD_ENTRIES)
             order = np.lexsort((win.idx, win.tick_of))
             idx, cl, kind, ticks = (
@@ -229,10 +231,10 @@ class _Walk:
         segs = (np.searchsorted(bases, pos, side="right") - 1).tolist()
         offsets = (pos - bases[segs] + HEADER_SIZE + _BODY).tolist()
         maps = [s.map() for s in log.segments]
-        unpack = _FIELDS.unpack_from
-        fixed = commit_codec.FIXED_SIZE - _BODY
+        unpack = _WIDE.unpack_from
+        fixed = commit_record.WIDE_SIZE - _BODY
         unpack_compact = _COMPACT.unpack_from
-        short = int(commit_codec.RecordType.COMPACT)
+        short = int(commit_record.RecordType.COMPACT)
         topic = self.topic
         prefix = self.prefix
         lo = -(1 << 63) if self.due_from is None else self.due_from

@@ -29,12 +29,12 @@ import numpy as np
 import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import timer_codec
+from delaybridge.timerlog import timer_entry
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.commit_log import CommitLog
 from delaybridge.timerlog.reader import Reader
 from delaybridge.timerlog.records import Cancel, TimerRecord
-from delaybridge.timerlog.replace_waits import Origin, ReplaceWaits, Wait, store_view
+from delaybridge.timerlog.replace_waits import Origin, ReplaceWaits
 from delaybridge.timerlog.stats import StoreCounters
 from delaybridge.timerlog.timer_log import IdHit, TimerLog
 
@@ -142,13 +142,9 @@ class IdMatcher:
         if self.shared is not None and len(self.shared):
             for j, waits in self.shared.lookup(hashes, now_ms, self.opened_ms).items():
                 rec = None if j in taken else records[j] if records else read(int(cl_pos[j]))
-                if rec is not None and any(self._takes(w, rec) for w in waits):
+                if rec is not None and any(w.as_cancel(self.own).applies_to(rec) for w in waits):
                     self._cancel(rec, first + j, int(slot[j]), True)
         self.cancels.write_soon()
-
-    def _takes(self, w: Wait, rec: TimerRecord) -> bool:
-        sent, offset = store_view(w.sent_ms, w.origin, w.offset, self.own)
-        return Cancel(w.id, w.topic, sent, offset, True).applies_to(rec)
 
     def remove(
         self,
@@ -185,7 +181,7 @@ class IdMatcher:
         changelog write; a restart's rewrite of the values not acknowledged)."""
         out: list[Pending] = []
         for first, entries in self.timer.chunks(live_start, self.timer.end):
-            positions = timer_codec.positions_of(entries)
+            positions = timer_entry.positions_of(entries)
             rows = np.flatnonzero(positions >= since).tolist() if since else range(len(entries))
             slots, words = entries["slot_ms"].tolist(), positions.tolist()
             for row in rows:

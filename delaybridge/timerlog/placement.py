@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from delaybridge.timerlog.timer_codec import EntryType
+from delaybridge.timerlog.timer_entry import EntryType
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]

@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import commit_codec as codec
+from delaybridge.timerlog import commit_record
 from delaybridge.timerlog.commit_log import CommitLog
 from delaybridge.timerlog.records import DamagedRecord, Headers, TimerRecord
 from delaybridge.timerlog.stats import StoreCounters
@@ -104,13 +104,13 @@ def salvage(
     the segment's data end ``limit``), the id and the topic must be UTF-8; the headers
     are kept if they parse too. The value is dropped.
     """
-    if off + codec.MIN_SIZE > limit:
+    if off + commit_record.MIN_SIZE > limit:
         return None
-    length = codec.record_length(buf, off)
-    end = off + length if codec.MIN_SIZE <= length <= limit - off else limit
-    body = bytes(buf[off + codec.PREFIX.size : end])
+    length = commit_record.record_length(buf, off)
+    end = off + length if commit_record.MIN_SIZE <= length <= limit - off else limit
+    body = bytes(buf[off + commit_record.PREFIX.size : end])
     try:
-        compact = body[0] == codec.RecordType.COMPACT
+        compact = body[0] == commit_record.RecordType.COMPACT
         if compact:
             (
                 _,
@@ -123,11 +123,11 @@ def salvage(
                 delay,
                 due,
                 source_offset,
-            ) = codec.COMPACT.unpack_from(body)
+            ) = commit_record.COMPACT.unpack_from(body)
             source_ts = due - delay
-            key_len = -1 if flags & codec.NULL_KEY else key_len
+            key_len = -1 if flags & commit_record.NULL_KEY else key_len
             value_len = 0  # the rest of the record, after the headers
-            o = codec.COMPACT.size
+            o = commit_record.COMPACT.size
         else:
             (
                 _,
@@ -140,8 +140,8 @@ def salvage(
                 _partition,
                 key_len,
                 value_len,
-            ) = codec.FIELDS.unpack_from(body)
-            o = codec.FIELDS.size
+            ) = commit_record.WIDE.unpack_from(body)
+            o = commit_record.WIDE.size
         if o + id_len + topic_len > len(body) or id_len == 0 or source_offset < 0:
             return None
         rid = body[o : o + id_len].decode()
@@ -168,8 +168,8 @@ def _headers(body: bytes, o: int, n: int) -> Headers:
     """The header block at ``o``, every length checked against the record's end."""
     items: list[tuple[str, bytes | None]] = []
     for _ in range(n):
-        name_len, value_len = codec.HEADER_ITEM.unpack_from(body, o)
-        o += codec.HEADER_ITEM.size
+        name_len, value_len = commit_record.HEADER_ITEM.unpack_from(body, o)
+        o += commit_record.HEADER_ITEM.size
         end = o + name_len + max(value_len, 0)
         if end > len(body) or value_len < -1:
             raise ValueError("a header runs past the record")

@@ -1,7 +1,7 @@
 """The delivery side of a store: walk the wheel tick by tick and hand out due messages.
 
 The read position is a cursor ``(tick, ordinal)``. The reader holds a *window*
-(:mod:`lists`): the collected lists of the next non-empty ticks up to the clock,
+(:mod:`read_window`): the collected lists of the next non-empty ticks up to the clock,
 and iterates it flat, in bounded batches, so ticks cost nothing in Python. Appends
 never target the tick being read (see :mod:`placement`); when they land on a later
 tick inside the window, the window is cut back before that tick and reloaded later.
@@ -34,7 +34,7 @@ import numpy as np
 
 from delaybridge.durable import is_no_space
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import lists, passes
+from delaybridge.timerlog import read_pass, read_window
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.commit_log import CommitLog
 from delaybridge.timerlog.due_hint import DueHint
@@ -44,7 +44,7 @@ from delaybridge.timerlog.records import DeliveryCursor, DueRecord
 from delaybridge.timerlog.timer_log import TimerLog
 from delaybridge.wheel import TimingWheel
 
-ROLL = passes.ROLL
+ROLL = read_pass.ROLL
 ROLL_RETRY_MS = 1_000
 log = logging.getLogger(__name__)
 new_due = partial(tuple.__new__, DueRecord)
@@ -85,7 +85,7 @@ class Reader:
         self.quarantine = quarantine
         # Resume point for the next window load: tick and entries of it already read.
         self._resume = (done.tick_ms, done.index + 1)
-        self._w = lists.empty_window(done.tick_ms - tick_ms)
+        self._w = read_window.empty_window(done.tick_ms - tick_ms)
         self._pos = 0
         self._due_hint = DueHint(wheel, tick_ms)
         self._roll_retry_ms = 0
@@ -105,7 +105,7 @@ class Reader:
             tick, skip = self._w.end_tick + self.tick_ms, 0
         if tick > limit_tick:
             return False
-        self._w = lists.load(
+        self._w = read_window.load(
             self.wheel, self.timer, self.commit_log, tick, skip, limit_tick, WINDOW_ENTRIES
         )
         self._pos = 0
@@ -151,7 +151,7 @@ class Reader:
             tick_limit = self.done.tick_ms + half_window
             take: slice | list[int]
             skipped: list[int]
-            rolls: passes.Rolls | None
+            rolls: read_pass.Rolls | None
             if (
                 not (kinds == ROLL).any()
                 and ticks[-1] <= tick_limit
@@ -163,7 +163,7 @@ class Reader:
                 rolls = None  # all deliverable
             else:
                 busy = bool(out or self.inflight)
-                take, q, skipped, rolls = passes.sort_out(
+                take, q, skipped, rolls = read_pass.sort_out(
                     w.cl[p:stop], idx, ticks, ords, kinds, applied, tick_limit, busy
                 )
             if isinstance(take, slice):
@@ -200,7 +200,7 @@ class Reader:
         return out
 
     def _roll(
-        self, w: lists.Window, p: int, rolls: passes.Rolls, now_ms: int
+        self, w: read_window.Window, p: int, rolls: read_pass.Rolls, now_ms: int
     ) -> list[DueRecord] | None:
         """Copy rolled messages forward; returns the damaged ones quarantined instead.
         None, with the pass undone (window ``w`` at ``p``), if the disk has no room:
@@ -298,7 +298,9 @@ class Reader:
     def _read_part(self, tick: int, skip: int) -> set[int]:
         """Indexes of the first ``skip`` entries of ``tick`` (read before a restart)."""
         count = self.wheel.list_of(tick).length
-        win = lists.load(self.wheel, self.timer, self.commit_log, tick, 0, tick, max(count, 1))
+        win = read_window.load(
+            self.wheel, self.timer, self.commit_log, tick, 0, tick, max(count, 1)
+        )
         return {int(i) for i in win.idx[:skip]}
 
 

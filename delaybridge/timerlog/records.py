@@ -1,6 +1,7 @@
-"""The values that cross the store's API: accepted messages, due messages, cursors.
+"""The values that cross the store's API: accepted messages, due messages, cursors,
+cancels, and a batch as the store encoded it.
 
-They are immutable named tuples rather than frozen dataclasses for one reason:
+The first four are immutable named tuples rather than frozen dataclasses for one reason:
 speed. A frozen dataclass's ``__init__`` sets each field through
 ``object.__setattr__`` and costs ~8x a tuple's construction; at 300k deliveries
 per second the three objects made per due message would eat most of the budget.
@@ -10,9 +11,14 @@ equality, hashing); use ``rec._replace(...)`` instead of ``dataclasses.replace``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:  # numpy is not needed to encode
+    import numpy as np
+    import numpy.typing as npt
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
@@ -103,6 +109,35 @@ class Cancel(NamedTuple):
         if ts != self.sent_ms:
             return ts < self.sent_ms
         return self.offset is None or rec.source_offset < self.offset
+
+
+@dataclass(slots=True)
+class EncodedBatch:
+    """A batch of commit-log records ready to write, plus what the store indexes it by.
+
+    Made by the record codec (``commit_record.encode_batch``, or ``index_encoded`` for
+    records that arrive encoded); :meth:`TimerStore.append` returns it with
+    ``positions`` filled in, so the owner can tell its changelog what it stored.
+    """
+
+    parts: Sequence[bytes | memoryview]
+    """Encoded records (prefix, body, prefix, body, ...; or whole records, as
+    ``index_encoded`` passes them on): join and write once."""
+    sizes: list[int]
+    id_hashes: list[int]
+    """CRC-32 of each id (the timer log's cancel/lookup filter)."""
+    due_ms: list[int]
+    topics: list[str]
+    max_source_offset: int
+    positions: npt.NDArray[np.int64] | None = None
+    """Each record's commit-log position, once a store has appended the batch."""
+
+    def records(self) -> list[bytes]:
+        """Each record, whole (its prefix and body), as written."""
+        parts = self.parts
+        if len(parts) == len(self.sizes):  # already whole (see index_encoded)
+            return [bytes(p) for p in parts]
+        return [bytes(parts[i]) + bytes(parts[i + 1]) for i in range(0, len(parts), 2)]
 
 
 _RECORD, _TOPIC = itemgetter(0), itemgetter(2)

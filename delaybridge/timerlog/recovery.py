@@ -47,11 +47,11 @@ from pathlib import Path
 import numpy as np
 
 from delaybridge.errors import ConfigError, IntegrityError
-from delaybridge.timerlog import timer_codec
+from delaybridge.timerlog import timer_entry
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.checkpoint import FILE_NAME, Checkpoint
-from delaybridge.timerlog.commit_codec import check
 from delaybridge.timerlog.commit_log import CommitLog
+from delaybridge.timerlog.commit_record import check
 from delaybridge.timerlog.errors import StoreLocked
 from delaybridge.timerlog.rescue import rescue
 from delaybridge.timerlog.settings import StoreSettings
@@ -199,16 +199,16 @@ def _check_entries(
     """Steps 5 and 6; returns how many live entries sit in ticks after the cursor's."""
     ahead = 0
     last_cl = -1
-    kinds_ok = np.array([int(k) for k in timer_codec.EntryType], dtype=np.uint64)
+    kinds_ok = np.array([int(k) for k in timer_entry.EntryType], dtype=np.uint64)
     # 1 Mi entries (32 MiB) per pass: the wheel rebuild costs O(slots) per chunk.
     for first, entries in timer.chunks(ckpt.live_start, ckpt.timer_end, chunk_entries=1 << 20):
-        cl = timer_codec.positions_of(entries)
-        kinds = timer_codec.kinds_of(entries)
+        cl = timer_entry.positions_of(entries)
+        kinds = timer_entry.kinds_of(entries)
         bad = np.flatnonzero(~np.isin(kinds, kinds_ok))
         order_bad = np.flatnonzero(np.diff(cl, prepend=last_cl) <= 0)
         if len(bad) or len(order_bad) or cl[-1] >= ckpt.commit_end or cl[0] < commit_log.log.start:
             row = int(min([*bad[:1], *order_bad[:1], len(cl) - 1]))
-            seg, off = timer.log.locate((first + row) * timer_codec.ENTRY_SIZE)
+            seg, off = timer.log.locate((first + row) * timer_entry.WIDE_SIZE)
             raise IntegrityError(
                 f"{seg.path}: offset {off}: timer-log entry {first + row} has a bad type or "
                 f"commit-log position {int(cl[row])}"

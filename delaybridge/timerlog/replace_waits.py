@@ -41,6 +41,8 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from delaybridge.timerlog.records import Cancel
+
 CHUNK_MIN = 4096
 GROWTH = 64
 K = TypeVar("K")
@@ -51,15 +53,25 @@ Row = tuple[int, int, int, int, int, int, bytes, bool]
 
 
 @dataclass(frozen=True, slots=True)
-class Wait:
-    """One waiting replace, as read from the cancel topic (not yet seen by a store)."""
+class WaitingReplace:
+    """A replace waiting for an older copy of its id, as read from the cancel topic.
+
+    Not yet a :class:`~delaybridge.timerlog.records.Cancel`: how it applies depends on
+    the store (:meth:`as_cancel`)."""
 
     id: str
     topic: str
     sent_ms: int
     origin: Origin | None
+    """The delay-topic partition the schedule was sent to."""
     offset: int | None
+    """Its offset there."""
     read_ms: int
+
+    def as_cancel(self, own: Origin) -> Cancel:
+        """The replace as the store of partition ``own`` applies it (:func:`store_view`)."""
+        sent, offset = store_view(self.sent_ms, self.origin, self.offset, own)
+        return Cancel(self.id, self.topic, sent, offset, True)
 
 
 def store_view(
@@ -230,11 +242,11 @@ class ReplaceWaits:
 
     def lookup(
         self, hashes: npt.NDArray[np.uint32], now_ms: int, opened_ms: int
-    ) -> dict[int, list[Wait]]:
+    ) -> dict[int, list[WaitingReplace]]:
         """Rows whose id hash is one of ``hashes`` (an appended batch's) and that still
         wait in a store opened at ``opened_ms``: batch index -> rows (not yet confirmed
         on the id: ``Cancel.applies_to`` does that)."""
-        out: dict[int, list[Wait]] = {}
+        out: dict[int, list[WaitingReplace]] = {}
         if not len(self) or not len(hashes):
             return out
         for j, h in enumerate(hashes.tolist()):
@@ -253,7 +265,7 @@ class ReplaceWaits:
                     out.setdefault(j, []).append(self._sealed_wait(ch, r))
         return out
 
-    def recent(self, now_ms: int) -> list[Wait]:
+    def recent(self, now_ms: int) -> list[WaitingReplace]:
         """Every row read in the last ``keep_ms``, oldest chunk first: what a store
         opened now must apply at once. Not replayed rows: they were applied, before the
         restart, to the stores held then, which reopen from their flushed state (as
@@ -267,9 +279,9 @@ class ReplaceWaits:
         ]
         return out + [self._wait(row) for row in self._open_rows if row[1] >= since and not row[7]]
 
-    def _wait(self, row: Row) -> Wait:
+    def _wait(self, row: Row) -> WaitingReplace:
         _, read, sent, offset, origin, topic, idb, _ = row
-        return Wait(
+        return WaitingReplace(
             idb.decode(),
             self._names[topic],
             sent,
@@ -278,7 +290,7 @@ class ReplaceWaits:
             read,
         )
 
-    def _sealed_wait(self, ch: _Sealed, r: int) -> Wait:
+    def _sealed_wait(self, ch: _Sealed, r: int) -> WaitingReplace:
         at = int(ch.id_at[r])
         idb = ch.ids[at : at + int(ch.id_len[r])]
         row = (

@@ -41,13 +41,17 @@ import numpy as np
 
 from delaybridge.errors import ConfigError, IntegrityError
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
-from delaybridge.timerlog import cancel_codec, compact_entry, timer_codec
-from delaybridge.timerlog import commit_codec as codec
+from delaybridge.timerlog import (
+    commit_codec,
+    commit_record,
+    timer_entry,
+)
+from delaybridge.timerlog.cancel_record import CancelledEntry, decode
 from delaybridge.timerlog.checkpoint import Checkpoint
 from delaybridge.timerlog.settings import StoreSettings
 
 log = logging.getLogger(__name__)
-ENTRY = timer_codec.ENTRY_SIZE
+ENTRY = timer_entry.WIDE_SIZE
 
 
 class Rescued(NamedTuple):
@@ -106,7 +110,7 @@ def _map(path: Path) -> mmap.mmap:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def _entries(timers: list[tuple[FileHeader, Path]]) -> tuple[timer_codec.Entries, int]:
+def _entries(timers: list[tuple[FileHeader, Path]]) -> tuple[timer_entry.Entries, int]:
     """Step 1: the good entries from the first segment's base on, and its index."""
     parts = []
     first = timers[0][0].base // ENTRY
@@ -116,16 +120,16 @@ def _entries(timers: list[tuple[FileHeader, Path]]) -> tuple[timer_codec.Entries
         if base != expect:
             raise IntegrityError(f"{path}: offset 0: segment starts at {base}, not {expect}")
         v1 = header.version == 1
-        size = ENTRY if v1 else compact_entry.ENTRY_SIZE
+        size = ENTRY if v1 else timer_entry.COMPACT_SIZE
         data = np.fromfile(
-            path, timer_codec.DTYPE if v1 else compact_entry.DTYPE, offset=HEADER_SIZE
+            path, timer_entry.DTYPE if v1 else timer_entry.COMPACT_DTYPE, offset=HEADER_SIZE
         )
         last = i + 1 == len(timers)
         n = len(data) if last else (timers[i + 1][0].base - base) // ENTRY
         if n > len(data):
             raise IntegrityError(f"{path}: offset {path.stat().st_size}: segment cut short")
         data = data[:n]
-        bad = timer_codec.bad_rows(data) if v1 else compact_entry.bad_rows(data)
+        bad = timer_entry.bad_wide_rows(data) if v1 else timer_entry.bad_rows(data)
         if last:
             zero = np.flatnonzero(~data.view(np.uint8).reshape(-1, size).any(axis=1))
             n = int(zero[0]) if len(zero) else n
@@ -144,12 +148,12 @@ def _entries(timers: list[tuple[FileHeader, Path]]) -> tuple[timer_codec.Entries
             )
         if not v1:
             at = np.arange(base // ENTRY, base // ENTRY + n, dtype=np.int64)
-            bases = compact_entry.Bases(header.tick_ms, header.slots, header.stamp)
-            data = compact_entry.decode(data[:n], at, bases)
+            bases = timer_entry.Bases(header.tick_ms, header.slots, header.stamp)
+            data = timer_entry.decode(data[:n], at, bases)
         parts.append(data[:n])
         expect = base + n * ENTRY
-    entries = np.concatenate(parts) if parts else np.empty(0, dtype=timer_codec.DTYPE)
-    cl = timer_codec.positions_of(entries)
+    entries = np.concatenate(parts) if parts else np.empty(0, dtype=timer_entry.DTYPE)
+    cl = timer_entry.positions_of(entries)
     if len(cl) > 1 and bool((np.diff(cl) <= 0).any()):
         row = int(np.flatnonzero(np.diff(cl) <= 0)[0]) + 1
         raise IntegrityError(f"{timers[0][1].parent}: entry {first + row}: positions go back")
@@ -159,16 +163,16 @@ def _entries(timers: list[tuple[FileHeader, Path]]) -> tuple[timer_codec.Entries
 def _checkpoint(
     directory: Path,
     settings: StoreSettings,
-    entries: timer_codec.Entries,
+    entries: timer_entry.Entries,
     first: int,
     commits: list[tuple[int, Path]],
     maps: dict[int, mmap.mmap],
 ) -> Rescued:
     bases = [base for base, _ in commits]
     # Entries whose records were deleted (passed, the segment gone) are not live.
-    gone = int(np.searchsorted(timer_codec.positions_of(entries), bases[0] if bases else 1 << 62))
+    gone = int(np.searchsorted(timer_entry.positions_of(entries), bases[0] if bases else 1 << 62))
     entries, first = entries[gone:], first + gone
-    cl = timer_codec.positions_of(entries).tolist()
+    cl = timer_entry.positions_of(entries).tolist()
 
     def record(pos: int) -> tuple[mmap.mmap, int, Path] | None:
         i = int(np.searchsorted(bases, pos, side="right")) - 1
@@ -180,7 +184,7 @@ def _checkpoint(
             return None
         mm, off, path = where
         try:
-            return codec.check(mm, off, len(mm), path, off)
+            return commit_record.check(mm, off, len(mm), path, off)
         except IntegrityError:
             return None
 
@@ -204,9 +208,9 @@ def _checkpoint(
             continue  # damaged: quarantined when read
         mm, off, _ = record(pos) or (None, 0, None)
         assert mm is not None
-        rec = codec.decode(mm, off, directory)
+        rec = commit_codec.decode(mm, off, directory)
         last_offset = max(last_offset, rec.source_offset)
-        latest[(hashes[row], codec.PREFIX.unpack_from(mm, off)[1], size)] = row
+        latest[(hashes[row], commit_record.PREFIX.unpack_from(mm, off)[1], size)] = row
         topics[row] = rec.target_topic
     # A roll copies a record verbatim: all but the last entry of the same bytes were
     # rolled already (re-rolling them would deliver twice, and miss a cancel applied to
@@ -252,8 +256,8 @@ def _cancels(directory: Path) -> tuple[int, int, set[int]]:
         return generation + 1, 0, applied
     try:
         while offset < len(raw):
-            item, size = cancel_codec.decode(raw, offset, path, offset)
-            if isinstance(item, cancel_codec.Applied):
+            item, size = decode(raw, offset, path, offset)
+            if isinstance(item, CancelledEntry):
                 applied.add(item.index)
             offset += size
     except IntegrityError:

@@ -25,20 +25,26 @@ import numpy as np
 
 from delaybridge.durable import allocated_bytes, is_no_space
 from delaybridge.timerlog.clock import SYSTEM_CLOCK, Clock
-from delaybridge.timerlog.commit_codec import EncodedBatch, encode_batch
+from delaybridge.timerlog.commit_codec import encode_batch, index_encoded
 from delaybridge.timerlog.durability import Flusher
 from delaybridge.timerlog.errors import DelayTooLong
 from delaybridge.timerlog.marks import StoreMarks
 from delaybridge.timerlog.matching import IdMatcher, Pending
 from delaybridge.timerlog.quarantine import Quarantine
-from delaybridge.timerlog.raw_records import batch_of_raw
 from delaybridge.timerlog.reader import Reader
-from delaybridge.timerlog.records import Cancel, DeliveryCursor, DueRecord, TimerRecord, topics_of
+from delaybridge.timerlog.records import (
+    Cancel,
+    DeliveryCursor,
+    DueRecord,
+    EncodedBatch,
+    TimerRecord,
+    topics_of,
+)
 from delaybridge.timerlog.recovery import Opened, recover
 from delaybridge.timerlog.replace_waits import ReplaceWaits
 from delaybridge.timerlog.settings import StoreSettings
 from delaybridge.timerlog.stats import StoreCounters, StoreStats
-from delaybridge.timerlog.timer_codec import EntryType
+from delaybridge.timerlog.timer_entry import EntryType
 from delaybridge.timerlog.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -121,8 +127,8 @@ class TimerStore:
 
     def append_raw(self, raws: Sequence[bytes], *, skip: int = 0) -> EncodedBatch:
         """Store records that arrive encoded, each ``skip`` bytes into its buffer (a
-        changelog value): indexed, not re-encoded (``raw_records``)."""
-        return self._append(batch_of_raw(raws, str(self.directory), skip), None)
+        changelog value): indexed, not re-encoded (``commit_record.index_encoded``)."""
+        return self._append(index_encoded(raws, str(self.directory), skip), None)
 
     def _append(self, enc: EncodedBatch, records: Sequence[TimerRecord] | None) -> EncodedBatch:
         n = len(enc.sizes)

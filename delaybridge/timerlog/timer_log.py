@@ -1,7 +1,7 @@
 """The timer log: fixed-size entries, appended per batch, read by index or in chunks.
 
-Entry formats are in :mod:`compact_entry` (20 bytes, written from version 2 on) and
-:mod:`timer_codec` (32 bytes, version 1, read only; also the wide in-memory form every
+Entry formats are in :mod:`timer_entry` (the 20-byte compact entry, written from version
+2 on, and the 32-byte wide entry of version 1, read only and the in-memory form every
 reader gets). Files are a :class:`SegmentedLog` whose positions are ``index * 32``
 whatever a segment stores (:mod:`timer_segments` decodes per segment); :mod:`id_index`
 finds entries by id hash (sorted runs in ``.tidx`` files beside the segments). Not
@@ -23,8 +23,7 @@ import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
-from delaybridge.timerlog import compact_entry as compact
-from delaybridge.timerlog import timer_codec as codec
+from delaybridge.timerlog import timer_entry
 from delaybridge.timerlog import timer_segments as tseg
 from delaybridge.timerlog.id_index import IdIndex
 from delaybridge.timerlog.segments import SegmentedLog
@@ -56,7 +55,7 @@ class TimerLog:
             directory,
             FileKind.TIMER_LOG,
             "tlog",
-            compact.ENTRY_SIZE,
+            timer_entry.COMPACT_SIZE,
             entries_per_segment * ENTRY,
             unit=ENTRY,
             entry_sizes=tseg.ENTRY_SIZES,
@@ -84,35 +83,35 @@ class TimerLog:
     def start(self) -> int:
         return self.log.start // ENTRY
 
-    def append(self, entries: codec.Entries) -> int:
+    def append(self, entries: timer_entry.Entries) -> int:
         """Write a batch of wide entries (``crc`` not used) with one syscall, as
         version-2 entries; returns the first one's index. A batch whose ticks or
         commit-log positions its segment's bases cannot hold starts a new segment."""
         size = len(entries) * ENTRY
-        slot, cl = entries["slot_ms"], codec.positions_of(entries)
+        slot, cl = entries["slot_ms"], timer_entry.positions_of(entries)
         tail = self.log.tail
         new: FileHeader | None = None
         bases = tseg.bases_of(tail) if tail is not None else None
-        if bases is None or self.log.must_seal(size) or not compact.fits(slot, cl, bases):
-            bases = compact.bases_for(slot, cl, self.tick_ms)
-            if not compact.fits(slot, cl, bases):
-                raise compact.EntryOverflow(
+        if bases is None or self.log.must_seal(size) or not timer_entry.fits(slot, cl, bases):
+            bases = timer_entry.bases_for(slot, cl, self.tick_ms)
+            if not timer_entry.fits(slot, cl, bases):
+                raise timer_entry.EntryOverflow(
                     f"{self.log.directory}: a batch of {len(entries)} entries spans more "
                     f"ticks than a segment holds (2^30 of {self.tick_ms} ms)"
                 )
             new = tseg.header(bases)
-        raw = compact.encode(
+        raw = timer_entry.encode(
             entries["id_hash"],
             entries["prev"],
             slot,
             cl,
-            codec.kinds_of(entries),
+            timer_entry.kinds_of(entries),
             self.end,
             bases,
         )
         return self.log.append(raw.tobytes(), size, new) // ENTRY
 
-    def entry(self, index: int) -> codec.TimerEntry:
+    def entry(self, index: int) -> timer_entry.TimerEntry:
         """One entry, CRC checked."""
         seg, offset = self.log.locate(index * ENTRY)
         return tseg.decode_one(seg, offset, index)
@@ -136,10 +135,10 @@ class TimerLog:
         mm: mmap.mmap | None = None
         path = self.log.directory
         crc32 = zlib.crc32
-        mask, shift = codec.POS_MASK, codec.TYPE_SHIFT
-        v1 = codec.ENTRY.unpack_from
-        v2 = compact.ENTRY.unpack_from
-        v2_shift = compact.TYPE_SHIFT
+        mask, shift = timer_entry.POS_MASK, timer_entry.TYPE_SHIFT
+        v1 = timer_entry.WIDE.unpack_from
+        v2 = timer_entry.COMPACT.unpack_from
+        v2_shift = timer_entry.COMPACT_TYPE_SHIFT
         size = ENTRY
         cl_base = 0
         wide = True
@@ -178,7 +177,7 @@ class TimerLog:
         kinds.reverse()
         return idx, cls, kinds
 
-    def read(self, start: int, stop: int, check: bool = False) -> codec.Entries:
+    def read(self, start: int, stop: int, check: bool = False) -> timer_entry.Entries:
         """Entries ``[start, stop)`` as a wide structured array (a copy, may span
         segments); ``check``: IntegrityError naming the first entry failing its CRC."""
         parts = []
@@ -195,18 +194,18 @@ class TimerLog:
                 self._raise(seg, pos // ENTRY + int(bad[0]))
             pos += take
         if not parts:
-            return np.empty(0, dtype=codec.DTYPE)
+            return np.empty(0, dtype=timer_entry.DTYPE)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _raise(self, seg: tseg.Segment, index: int) -> None:
         _, off = self.log.locate(index * ENTRY)
         raise IntegrityError(f"{seg.path}: offset {off}: timer-log entry {index} CRC mismatch")
 
-    def gather(self, indexes: I64) -> codec.Entries:
+    def gather(self, indexes: I64) -> timer_entry.Entries:
         """Entries at arbitrary ``indexes`` (vectorised per segment), CRC checked."""
         return self._take(indexes, check=True)
 
-    def _take(self, indexes: I64, check: bool = False) -> codec.Entries:
+    def _take(self, indexes: I64, check: bool = False) -> timer_entry.Entries:
         """Entries at ``indexes``, CRC checked if ``check``."""
         bases = np.asarray(self.log._bases, dtype=np.int64) // ENTRY
         seg_of = np.searchsorted(bases, indexes, side="right") - 1
@@ -216,7 +215,7 @@ class TimerLog:
                 f"{self.log.directory}: a slot list points to entry {bad}, "
                 f"outside the log [{self.start}, {self.end})"
             )
-        out = np.empty(len(indexes), dtype=codec.DTYPE)
+        out = np.empty(len(indexes), dtype=timer_entry.DTYPE)
         for s in np.unique(seg_of):
             seg = self.log.segments[int(s)]
             rows = seg_of == s
@@ -230,7 +229,7 @@ class TimerLog:
 
     def chunks(
         self, start: int, stop: int, *, check: bool = True, chunk_entries: int = CHUNK_ENTRIES
-    ) -> Iterator[tuple[int, codec.Entries]]:
+    ) -> Iterator[tuple[int, timer_entry.Entries]]:
         """(first index, entries) for ``[start, stop)`` in bounded chunks, CRC checked.
 
         ``check=False`` is for filters whose hits are confirmed elsewhere (cancel and
@@ -254,7 +253,7 @@ class TimerLog:
         if not len(indexes):
             return found
         entries = self._take(indexes)
-        cls = codec.positions_of(entries).tolist()
+        cls = timer_entry.positions_of(entries).tolist()
         for index, h, slot_ms, cl in zip(
             indexes.tolist(),
             entries["id_hash"].tolist(),
@@ -273,7 +272,7 @@ class TimerLog:
         for first, entries in self.chunks(start, self.end, check=False):
             for row in np.flatnonzero(np.isin(entries["id_hash"], wanted)):
                 e = entries[row]
-                cl = int(e["cl_word"]) & codec.POS_MASK
+                cl = int(e["cl_word"]) & timer_entry.POS_MASK
                 found.setdefault(int(e["id_hash"]), []).append(
                     IdHit(first + int(row), int(e["slot_ms"]), cl)
                 )

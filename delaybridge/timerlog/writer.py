@@ -26,13 +26,13 @@ import numpy as np
 import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import timer_codec
-from delaybridge.timerlog.commit_format import due_of
+from delaybridge.timerlog import timer_entry
 from delaybridge.timerlog.commit_log import CommitLog
+from delaybridge.timerlog.commit_record import due_of
 from delaybridge.timerlog.placement import place
 from delaybridge.timerlog.reader import Reader
 from delaybridge.timerlog.settings import StoreSettings
-from delaybridge.timerlog.timer_codec import EntryType
+from delaybridge.timerlog.timer_entry import EntryType
 from delaybridge.timerlog.timer_log import TimerLog
 from delaybridge.wheel import TimingWheel
 
@@ -93,7 +93,7 @@ class Writer:
         slot, kinds = self.place(due, floor_tick_ms, kind)
         first = self.timer.end
         plan = self.wheel.plan_link(slot, np.arange(first, first + len(slot), dtype=np.int64))
-        entries = timer_codec.build(
+        entries = timer_entry.build(
             hashes, plan.prev, slot, cl_pos, kinds.astype(np.uint64), crc=False
         )
         try:

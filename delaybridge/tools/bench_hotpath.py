@@ -6,7 +6,7 @@ delay, two headers of the producer's, a key and a 100-byte value), the commit-lo
 encode (``encode_batch``, batches of 500) and decode (``decode_many``, all records of a
 buffer in arrival order), for each implementation:
 
-* ``pure``: the source modules (``contract/classifier.py``, ``timerlog/codec_core.py``);
+* ``pure``: the source modules (``contract/classifier.py``, ``timerlog/commit_record.py``);
 * ``mypyc``: the build ``delaybridge/hotpath.py`` selects (``delaybridge_compiled``);
 * any other build named with ``--package NAME=DIR`` (e.g. the Cython build made by
   ``python -m delaybridge.tools.build_compiled --backend cython --package
@@ -34,7 +34,7 @@ from delaybridge.contract.decisions import Schedule, SourceRecord
 from delaybridge.contract.rules import HeaderRules
 from delaybridge.hotpath import PACKAGE, source_hash
 from delaybridge.settings import DEFAULT_DELAY_LEVELS
-from delaybridge.timerlog import codec_core
+from delaybridge.timerlog import commit_record
 from delaybridge.timerlog.records import TimerRecord
 
 TS = 1_700_000_000_000
@@ -52,7 +52,7 @@ class Variant:
 def load_variants(extra: Sequence[str]) -> tuple[list[Variant], list[str]]:
     """Pure, the default build if present and current, and each ``NAME=DIR`` build;
     plus a note for each build that could not be used."""
-    variants = [Variant("pure", classifier, codec_core)]
+    variants = [Variant("pure", classifier, commit_record)]
     notes: list[str] = []
     for spec in [PACKAGE, *extra]:
         package, _, where = spec.partition("=")
@@ -60,13 +60,13 @@ def load_variants(extra: Sequence[str]) -> tuple[list[Variant], list[str]]:
             sys.path.insert(0, where)
         try:
             cls = importlib.import_module(f"{package}.classifier")
-            cod = importlib.import_module(f"{package}.codec_core")
+            cod = importlib.import_module(f"{package}.commit_record")
         except ImportError as exc:
             notes.append(f"{package}: not built ({exc})")
             continue
         stale = [
             m.__name__
-            for m, pure in ((cls, classifier), (cod, codec_core))
+            for m, pure in ((cls, classifier), (cod, commit_record))
             if getattr(m, "SOURCE_SHA256", None) != source_hash(str(pure.__file__))
         ]
         if stale:
@@ -121,7 +121,7 @@ def _ops(
     classify = v.classify.classify
     encode, decode = v.codec.encode_batch, v.codec.decode_many
     batches = [timers[i : i + BATCH] for i in range(0, len(timers), BATCH)]
-    enc = codec_core.encode_batch(timers)
+    enc = commit_record.encode_batch(timers)
     raw = b"".join(enc.parts)
     offsets, o = [], 0
     for size in enc.sizes:

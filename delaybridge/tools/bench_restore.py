@@ -26,7 +26,7 @@ from delaybridge.bridge.state.restorer import CONSUMER_SETTINGS, Restorer, Resto
 from delaybridge.connectors import KafkaClients, KafkaSettings, ensure_topics, produce_blocking
 from delaybridge.timerlog import StoreSettings, TimerRecord, TimerStore
 from delaybridge.timerlog.bench import rss_mb
-from delaybridge.timerlog.changelog_codec import ID_HEADER, key_of, value_of
+from delaybridge.timerlog.changelog_record import ID_HEADER, key_of, value_of
 from delaybridge.timerlog.commit_codec import encode_batch
 from delaybridge.tools.bench_kit import bench_cluster, report
 

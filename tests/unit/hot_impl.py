@@ -17,7 +17,7 @@ from types import ModuleType
 
 from delaybridge import hotpath
 from delaybridge.contract import classifier, classify
-from delaybridge.timerlog import codec_core, commit_codec
+from delaybridge.timerlog import commit_codec, commit_record
 
 
 @dataclass(frozen=True)
@@ -27,17 +27,17 @@ class Impl:
     codec: ModuleType
 
 
-PURE = Impl("pure", classifier, codec_core)
+PURE = Impl("pure", classifier, commit_record)
 
 
 def compiled() -> Impl | None:
     """The compiled build, if installed and built from the sources as they are now."""
     try:
         cls = importlib.import_module(f"{hotpath.PACKAGE}.classifier")
-        cod = importlib.import_module(f"{hotpath.PACKAGE}.codec_core")
+        cod = importlib.import_module(f"{hotpath.PACKAGE}.commit_record")
     except ImportError:
         return None
-    for mod, pure in ((cls, classifier), (cod, codec_core)):
+    for mod, pure in ((cls, classifier), (cod, commit_record)):
         if getattr(mod, "SOURCE_SHA256", None) != hotpath.source_hash(str(pure.__file__)):
             return None
     return Impl(str(getattr(cls, "COMPILER", "compiled")), cls, cod)

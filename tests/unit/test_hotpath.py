@@ -12,7 +12,7 @@ import pytest
 
 from delaybridge import hotpath
 from delaybridge.contract import classifier, classify
-from delaybridge.timerlog import codec_core, commit_codec
+from delaybridge.timerlog import commit_codec, commit_record
 from tests.unit.hot_impl import compiled
 
 
@@ -71,8 +71,8 @@ def test_the_reason_for_a_stale_build_names_the_files(
 
 def test_no_build_means_pure_python(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(hotpath.FORCE_PURE_ENV, raising=False)
-    module, impl, reason = hotpath._pick(codec_core, "no_such_compiled_pkg")
-    assert (module, impl) == (codec_core, "pure") and "no compiled build" in reason
+    module, impl, reason = hotpath._pick(commit_record, "no_such_compiled_pkg")
+    assert (module, impl) == (commit_record, "pure") and "no compiled build" in reason
 
 
 def test_the_switch_forces_pure_python_even_with_a_current_build(
@@ -89,7 +89,7 @@ def test_under_the_switch_this_process_runs_pure_python() -> None:
     """The CI step that runs the hot-path tests with DELAYBRIDGE_PURE_PYTHON=1 really
     runs them on the fallback."""
     if hotpath.forced_pure():
-        assert classify._core is classifier and commit_codec._core is codec_core
+        assert classify._core is classifier and commit_codec._core is commit_record
         assert hotpath.implementation() == "pure"
     else:
         assert hotpath.implementation() in ("pure", "mypyc", "mixed")
@@ -105,7 +105,7 @@ def test_a_benchmark_can_switch_between_both_in_one_process() -> None:
     saved = classify._core, commit_codec._core, dict(hotpath._choices)
     try:
         assert hotpath.switch(compiled=False) == "pure"
-        assert classify._core is classifier and commit_codec._core is codec_core
+        assert classify._core is classifier and commit_codec._core is commit_record
         built = compiled()
         expected = built.name if built is not None else "pure"
         if hotpath.forced_pure() or built is None:

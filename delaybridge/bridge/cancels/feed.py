@@ -40,7 +40,7 @@ from delaybridge.connectors.edge import ConsumerEdge
 from delaybridge.connectors.retry import while_electing
 from delaybridge.durable import is_no_space, write_atomic
 from delaybridge.errors import KafkaError
-from delaybridge.timerlog.replace_waits import ReplaceWaits, Wait
+from delaybridge.timerlog.replace_waits import ReplaceWaits, WaitingReplace
 
 log = logging.getLogger(__name__)
 #: Unreadable cancel-topic records logged one by one, then only counted.
@@ -311,7 +311,7 @@ class CancelFeed:
         self._consumer.close()
 
 
-def _as_request(w: Wait) -> CancelRequest:
+def _as_request(w: WaitingReplace) -> CancelRequest:
     origin = "" if w.origin is None else f"{w.origin[0]}/{w.origin[1]}/"
     return CancelRequest(
         w.id, w.topic, origin + ("" if w.offset is None else str(w.offset)), w.sent_ms, True

@@ -44,8 +44,7 @@ from delaybridge.bridge.state.changelog import Changelog
 from delaybridge.contract.names import SERIES_HEADER
 from delaybridge.contract.series import occurrence_of, read_state, state_header
 from delaybridge.durable import NO_SPACE
-from delaybridge.timerlog import Clock, TimerRecord, TimerStore
-from delaybridge.timerlog.commit_format import EncodedBatch
+from delaybridge.timerlog import Clock, EncodedBatch, TimerRecord, TimerStore
 from delaybridge.timerlog.errors import DelayTooLong, InvalidRecord
 
 log = logging.getLogger(__name__)

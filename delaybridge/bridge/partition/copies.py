@@ -6,7 +6,7 @@ A message may be stored more than once over its life: a delivery that failed is
 ``bridge/delivery/attempts.py``) — and each occurrence of a recurring schedule is a
 record of its own (its state in the series header, ``contract/series.py``). Every copy
 has a **generation** (:func:`generation_of`), which the changelog's key carries
-(``timerlog/changelog_codec.py``), so each copy of each occurrence has a key of its own:
+(``timerlog/changelog_record.py``), so each copy of each occurrence has a key of its own:
 a tombstone of the old copy can never remove the new one.
 """
 
@@ -40,7 +40,7 @@ def parked_state(rec: TimerRecord) -> dict[str, Any]:
 def generation_of(rec: TimerRecord) -> int:
     """Which stored copy of its message ``rec`` is: 0, or +1 per parking; occurrence k
     of a series adds ``(k - 1) << 32`` (its changelog key then grows to 16 bytes,
-    ``timerlog/changelog_codec.py``), so every occurrence and each of its parked copies
+    ``timerlog/changelog_record.py``), so every occurrence and each of its parked copies
     has a key of its own."""
     headers = rec.headers
     if not headers:

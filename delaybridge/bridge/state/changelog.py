@@ -1,6 +1,6 @@
 """Writing the changelog: every store change, in Kafka, so the store survives its pod.
 
-Format and keys: ``timerlog/changelog_codec.py``; topics: ``bridge/state/topics.py``.
+Format and keys: ``timerlog/changelog_record.py``; topics: ``bridge/state/topics.py``.
 The rules (DESIGN §5; reasons in docs/design/changelog.md):
 
 1. a message stored from delay-topic offset N holds N back from the group's offset
@@ -48,9 +48,14 @@ from delaybridge.bridge.produce.resend import Resender, Write
 from delaybridge.bridge.state.held_values import HeldValues
 from delaybridge.bridge.state.topics import ChangelogTopics
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import Clock, StoreMarks, TimerRecord
-from delaybridge.timerlog.changelog_codec import ID_HEADER, PROGRESS, PROGRESS_KEY, key_of, value_of
-from delaybridge.timerlog.commit_format import EncodedBatch
+from delaybridge.timerlog import Clock, EncodedBatch, StoreMarks, TimerRecord
+from delaybridge.timerlog.changelog_record import (
+    ID_HEADER,
+    PROGRESS,
+    PROGRESS_KEY,
+    key_of,
+    value_of,
+)
 
 log = logging.getLogger(__name__)
 WRITE_CHUNK = 10_000  # values written behind per partition and call: no burst in flight

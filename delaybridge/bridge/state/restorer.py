@@ -32,7 +32,7 @@ that copy pending (same id, source offset and generation: one id-index look-up p
 batch); values of later messages cannot be held and are appended unread. For the same
 reason a tombstone that meets its value in the buffer still drops the store's copy: a
 message stored before the last flush and delivered after it is not delivered again.
-Every key is written at most once with a value (``timerlog/changelog_codec.py``), so
+Every key is written at most once with a value (``timerlog/changelog_record.py``), so
 nothing else can double.
 
 Not thread-safe: the service's owner thread calls it.
@@ -55,7 +55,7 @@ from delaybridge.connectors.edge import ConsumerEdge
 from delaybridge.connectors.retry import while_electing
 from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import TimerRecord
-from delaybridge.timerlog.changelog_codec import (
+from delaybridge.timerlog.changelog_record import (
     ID_HEADER,
     PROGRESS,
     PROGRESS_KEY,

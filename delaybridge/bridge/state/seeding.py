@@ -22,7 +22,7 @@ from delaybridge.bridge.commit.holds import Hold
 from delaybridge.bridge.partition.copies import generation_of
 from delaybridge.bridge.partition.state import PartitionState
 from delaybridge.bridge.state.changelog import Changelog
-from delaybridge.timerlog.changelog_codec import key_of, value_of
+from delaybridge.timerlog.changelog_record import key_of, value_of
 from delaybridge.timerlog.commit_codec import decode
 from delaybridge.timerlog.matching import Pending
 

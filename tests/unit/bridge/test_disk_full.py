@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from delaybridge.timerlog import TimerRecord, TimerStore
-from delaybridge.timerlog.commit_codec import EncodedBatch
+from delaybridge.timerlog import EncodedBatch, TimerRecord, TimerStore
 from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
 from tests.unit.timerlog.faulty_disk import FaultyDisk
 

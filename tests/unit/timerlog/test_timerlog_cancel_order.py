@@ -15,7 +15,7 @@ import pytest
 from delaybridge.errors import IntegrityError
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 from delaybridge.timerlog import Cancel, ManualClock, StoreSettings, TimerRecord, TimerStore
-from delaybridge.timerlog import cancel_codec as codec
+from delaybridge.timerlog.cancel_record import CancelRecord, WaitingCancel, encode
 from delaybridge.timerlog.checkpoint import Checkpoint
 from tests.unit.timerlog.support import GRACE_MS, START_MS, drain
 
@@ -115,9 +115,9 @@ def test_waiting_cancels_keep_their_send_time_and_match_across_a_restart(
     assert FileHeader.decode(path.read_bytes(), path, FileKind.CANCEL_LOG).version == 2
 
 
-def _write_v1_cancel_log(directory: Path, *items: codec.Decoded) -> None:
+def _write_v1_cancel_log(directory: Path, *items: CancelRecord) -> None:
     """Make the store in ``directory`` hold a version-1 cancel log with ``items``."""
-    body = b"".join(codec.encode(item) for item in items)
+    body = b"".join(encode(item) for item in items)
     header = FileHeader(FileKind.CANCEL_LOG, 0, 0, version=1).encode()
     ckpt = Checkpoint.load(directory)
     assert ckpt is not None
@@ -131,7 +131,7 @@ def test_a_version_1_cancel_log_is_read_and_upgraded(
 ) -> None:
     TimerStore.open(tmp_path, graced, clock).close()
     expires = START_MS + GRACE_MS
-    _write_v1_cancel_log(tmp_path, codec.Waiting(expires, "old", None))  # no send time
+    _write_v1_cancel_log(tmp_path, WaitingCancel(Cancel("old"), expires))  # no send time
     with TimerStore.open(tmp_path, graced, clock) as store:
         path = store.cancels.path
         assert FileHeader.decode(path.read_bytes(), path, FileKind.CANCEL_LOG).version == 2

@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from delaybridge.timerlog import DamagedRecord, ManualClock, StoreSettings, TimerStore
-from delaybridge.timerlog.quarantine import QUARANTINE_HEADER
+from delaybridge.timerlog import (
+    DamagedRecord,
+    ManualClock,
+    StoreSettings,
+    TimerRecord,
+    TimerStore,
+    commit_codec,
+)
+from delaybridge.timerlog.quarantine import QUARANTINE_HEADER, salvage
 from tests.unit.timerlog.support import START_MS, drain, rec
 
 ORDER = [f"m{i}" for i in range(6)]
@@ -109,3 +116,17 @@ def test_damage_met_at_open_and_at_a_roll_is_quarantined_too(
         assert set(got) == {*ORDER, "far"}
         assert isinstance(got[id], DamagedRecord)
         assert store.stats().corrupt_records_total == 1
+
+
+def test_a_damaged_compact_record_is_salvaged_with_its_identity() -> None:
+    base = TimerRecord("id-1", START_MS + 5_000, "orders", 3, b"k", b"v", (), 7, START_MS)
+    record = base._replace(headers=(("trace", b"t-1"), ("empty", None)), value=b"payload")
+    raw = bytearray(b"".join(commit_codec.encode_batch([record]).parts))
+    raw[-1] ^= 0xFF  # the value's last byte: the CRC fails, the fields still parse
+    got = salvage(bytes(raw), 0, len(raw), Path("f"), 100, "record CRC mismatch")
+    assert got is not None
+    assert (got.id, got.target_topic, got.key, got.value) == ("id-1", "orders", b"k", None)
+    assert (got.source_offset, got.source_timestamp_ms) == (7, START_MS)
+    assert got.headers[:2] == record.headers
+    assert got.headers[2][0] == "delaybridge-store-corrupt"
+    assert (got.headers[2][1] or b"").endswith(b"value dropped")  # length not recorded

@@ -25,7 +25,7 @@ import pytest
 
 from delaybridge.durable import pwrite_all
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
-from delaybridge.timerlog import ManualClock, TimerStore, segments, timer_codec
+from delaybridge.timerlog import ManualClock, TimerStore, segments, timer_entry
 from delaybridge.timerlog import timer_segments as tseg
 from delaybridge.timerlog.timer_log import TimerLog
 from tests.unit.timerlog.fixtures.make_store_v1 import SETTINGS, record
@@ -121,7 +121,7 @@ CHILD = """
 import json
 import sys
 from pathlib import Path
-from delaybridge.timerlog import ManualClock, TimerStore, segments, timer_codec
+from delaybridge.timerlog import ManualClock, TimerStore, segments, timer_entry
 from delaybridge.timerlog import timer_segments as tseg
 from delaybridge.timerlog.timer_log import TimerLog
 from tests.unit.timerlog.fixtures.make_store_v1 import SETTINGS
@@ -183,7 +183,7 @@ def test_kill_9_during_the_upgrade_leaves_a_store_that_opens_and_drains(
 
 def wide(first: int, slots: list[int], cl0: int) -> np.ndarray:
     n = len(slots)
-    return timer_codec.build(
+    return timer_entry.build(
         np.arange(n, dtype=np.uint32),
         np.full(n, -1, np.int64),
         np.array(slots, np.int64),
@@ -245,8 +245,8 @@ def test_a_slot_list_threads_from_v2_entries_back_into_v1_ones(tmp_path: Path) -
     idx, cls, kinds = timer.chase(chain[-1], len(chain))
     assert list(idx) == chain
     gathered = timer.gather(np.array(chain, np.int64))
-    assert timer_codec.positions_of(gathered).tolist() == list(cls)
-    assert timer_codec.kinds_of(gathered).tolist() == list(kinds)
+    assert timer_entry.positions_of(gathered).tolist() == list(cls)
+    assert timer_entry.kinds_of(gathered).tolist() == list(kinds)
     assert gathered["prev"].tolist() == [-1, *chain[:-1]]
     assert len(set(gathered["slot_ms"].tolist())) == 1
     store.close()

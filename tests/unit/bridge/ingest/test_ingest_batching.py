@@ -16,8 +16,7 @@ import errno
 from collections.abc import Sequence
 from pathlib import Path
 
-from delaybridge.timerlog import TimerRecord, TimerStore
-from delaybridge.timerlog.commit_codec import EncodedBatch
+from delaybridge.timerlog import EncodedBatch, TimerRecord, TimerStore
 from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from confluent_kafka import Message
 
-from delaybridge.timerlog.changelog_codec import PROGRESS_KEY
+from delaybridge.timerlog.changelog_record import PROGRESS_KEY
 from tests.unit.bridge.sidecar_kit import FakeSidecar
 
 CHANGELOG = "delaybridge-delay-changelog"

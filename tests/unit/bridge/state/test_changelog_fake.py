@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from delaybridge.timerlog.changelog_codec import parse_key
+from delaybridge.timerlog.changelog_record import parse_key
 from tests.unit.bridge.sidecar_kit import FakeSidecar, schedule
 from tests.unit.bridge.state.changelog_kit import changelog
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
-from delaybridge.timerlog.changelog_codec import parse_key
+from delaybridge.timerlog.changelog_record import parse_key
 from tests.unit.bridge.sidecar_kit import FakeSidecar, schedule
 from tests.unit.bridge.state.changelog_kit import CHANGELOG, changelog, pending_ids
 

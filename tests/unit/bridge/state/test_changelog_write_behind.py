@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from delaybridge.bridge.state import changelog as changelog_module
-from delaybridge.timerlog.changelog_codec import PROGRESS_KEY, parse_key, record_of
+from delaybridge.timerlog.changelog_record import PROGRESS_KEY, parse_key, record_of
 from delaybridge.timerlog.commit_codec import decode
 from tests.unit.bridge.sidecar_kit import ORDERS, FakeSidecar, schedule
 from tests.unit.bridge.state.changelog_kit import CHANGELOG, changelog, pending_ids

@@ -1,4 +1,4 @@
-"""Changelog records: one Kafka record per stored message, so a store can be rebuilt.
+"""The changelog record: one Kafka record per stored message, so a store can be rebuilt.
 
 Each delay-topic partition's store has a changelog partition (same number, compacted
 topic). Every message the store takes is written there; when it leaves the store
@@ -14,7 +14,7 @@ the same envelope, holding only wide records)::
                      every other message keeps the 12-byte key
     value  1 byte    version        2 (1: written before the compact record layout)
            .         record         the commit-log record, byte for byte (its own
-                                    length, CRC, type and fields: commit_format; a
+                                    length, CRC, type and fields: commit_record; a
                                     version-2 value may hold either layout)
     tombstone: the same key, a null value, header ``delay-id`` (the message's id: a
                store finds the entry to drop by it)
@@ -40,7 +40,11 @@ KEY = struct.Struct(
     "I"  # generation: which stored copy of it (0 first, +1 per re-store)
 )
 assert KEY.size == 12
-KEY_WIDE = struct.Struct(">qQ")  # source_offset, generation (a series' later occurrence)
+KEY_WIDE = struct.Struct(
+    ">"
+    "q"  # source_offset: the message's offset in its delay-topic partition
+    "Q"  # generation: 2^32 or more (a series' later occurrence)
+)
 assert KEY_WIDE.size == 16
 VERSION = 2
 READ_VERSIONS = (1, 2)
@@ -51,7 +55,9 @@ ID_HEADER = "delay-id"
 
 
 PROGRESS_KEY = b"progress"
-PROGRESS = struct.Struct(">q")
+PROGRESS = struct.Struct(
+    ">q"  # tick_ms: the owner's delivery cursor tick
+)
 assert len(PROGRESS_KEY) not in (KEY.size, KEY_WIDE.size)
 
 

@@ -1,4 +1,5 @@
-"""Cancel-log record format: applied cancels and cancels waiting for their message.
+"""The cancel-log record: cancelled entries, cancels waiting for their message, and what
+became of them.
 
 File version 2 (the file header's): version 1 had types 1-3 only; a version-1 file is
 read as it is (its WAITING records are cancels without a send time) and its header is
@@ -19,11 +20,15 @@ Each record::
                                            1, that matched)
         WAITS     expires_ms q, sent_ms q, offset q, flags B, reserved B, id_len H,
                   topic_len H, id, topic   a cancel waiting for messages sent before it
-                                           (flags: 1 matched, 2 sent_ms set, 4 offset set,
-                                           8 a replace: a store that predates the flag
-                                           reads it as a cancel, the same rule)
+                                           (flags: WaitFlag; REPLACE: a store that
+                                           predates the flag reads it as a cancel, the
+                                           same rule)
         MATCHED   waiting_pos q            a waiting cancel matched a message (so it is
                                            not counted unknown when its grace ends)
+
+Decoded, a record is one of :data:`CancelRecord`: a :class:`CancelledEntry`, a
+:class:`WaitingCancel` (which holds the store's :class:`~records.Cancel` and is also
+what the cancel book keeps in memory), a :class:`Resolved` or a :class:`Matched`.
 """
 
 from __future__ import annotations
@@ -31,10 +36,11 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, IntFlag
 from pathlib import Path
 
 from delaybridge.errors import IntegrityError
+from delaybridge.timerlog.records import Cancel
 
 PREFIX = struct.Struct(
     "<"
@@ -60,20 +66,23 @@ RESOLVED = struct.Struct(
 WAITS = struct.Struct(
     "<"
     "q"  # expires_ms: end of the grace period
-    "q"  # sent_ms: the cancel's timestamp (if flag 2)
-    "q"  # offset: the cancel's source offset, for ties in its own partition (if flag 4)
-    "B"  # flags: 1 matched, 2 sent_ms set, 4 offset set, 8 replace
+    "q"  # sent_ms: the cancel's timestamp (if WaitFlag.SENT)
+    "q"  # offset: the cancel's source offset, for ties in its own partition (if OFFSET)
+    "B"  # flags: WaitFlag
     "x"  # reserved
     "H"  # id_len
     "H"  # topic_len, 0xFFFF = None (any topic)
 )
 assert PREFIX.size == 12 and APPLIED.size == 16 and WAITING.size == 12 and RESOLVED.size == 8
 assert WAITS.size == 30
+CRC_FROM = struct.calcsize("<II")
+"""The CRC covers the record from the type byte on."""
 NO_TOPIC = 0xFFFF
-MATCHED_FLAG, SENT_FLAG, OFFSET_FLAG, REPLACE_FLAG = 1, 2, 4, 8
 
 
 class CancelType(IntEnum):
+    """On-disk record tags of the cancel log."""
+
     APPLIED = 1
     WAITING = 2
     RESOLVED = 3
@@ -81,75 +90,104 @@ class CancelType(IntEnum):
     MATCHED = 5
 
 
+class WaitFlag(IntFlag):
+    """The flags byte of a WAITS record."""
+
+    MATCHED = 1
+    """It matched a message already."""
+    SENT = 2
+    """``sent_ms`` is set (else the cancel has no send time)."""
+    OFFSET = 4
+    """``offset`` is set."""
+    REPLACE = 8
+    """A schedule's replace of its own id, not a cancel."""
+
+
 @dataclass(frozen=True, slots=True)
-class Applied:
+class CancelledEntry:
+    """A timer-log entry a cancel took: it is skipped when its tick is read."""
+
     index: int
     slot_ms: int
+    """Its tick: the record is forgotten once the delivery cursor has passed it."""
 
 
-@dataclass(frozen=True, slots=True)
-class Waiting:
+@dataclass(slots=True)
+class WaitingCancel:
+    """A cancel waiting ``cancel_grace_ms`` for messages sent before it that may still
+    arrive (from another delay-topic partition, or one that lags).
+
+    Both the WAITS record and what the cancel book keeps in memory: the book sets
+    ``pos`` when it writes or reads the record, and ``matched`` when a message matches."""
+
+    cancel: Cancel
     expires_ms: int
-    id: str
-    topic: str | None
-    sent_ms: int | None = None
-    offset: int | None = None
     matched: bool = False
-    replace: bool = False
+    """It matched a message (when applied or since): not unknown when its grace ends."""
+    pos: int = -1
+    """Where its record is in the cancel log (after the file header); -1 until known."""
 
 
 @dataclass(frozen=True, slots=True)
 class Resolved:
+    """The waiting cancel whose record is at ``waiting_pos`` is done (its grace ended)."""
+
     waiting_pos: int
 
 
 @dataclass(frozen=True, slots=True)
 class Matched:
+    """The waiting cancel whose record is at ``waiting_pos`` matched a message."""
+
     waiting_pos: int
 
 
-Decoded = Applied | Waiting | Resolved | Matched
+CancelRecord = CancelledEntry | WaitingCancel | Resolved | Matched
 
 
 def _frame(kind: CancelType, body: bytes) -> bytes:
     head = PREFIX.pack(PREFIX.size + len(body), 0, kind)
-    crc = zlib.crc32(body, zlib.crc32(head[8:]))
+    crc = zlib.crc32(body, zlib.crc32(head[CRC_FROM:]))
     return PREFIX.pack(PREFIX.size + len(body), crc, kind) + body
 
 
-def encode(item: Decoded) -> bytes:
-    if isinstance(item, Applied):
-        return _frame(CancelType.APPLIED, APPLIED.pack(item.index, item.slot_ms))
-    if isinstance(item, Resolved):
-        return _frame(CancelType.RESOLVED, RESOLVED.pack(item.waiting_pos))
-    if isinstance(item, Matched):
-        return _frame(CancelType.MATCHED, RESOLVED.pack(item.waiting_pos))
-    idb = item.id.encode()
-    tb = b"" if item.topic is None else item.topic.encode()
-    tlen = NO_TOPIC if item.topic is None else len(tb)
+def encode(record: CancelRecord) -> bytes:
+    """The record, framed: length, CRC, type, body (a WaitingCancel's ``pos`` is not
+    part of it)."""
+    if isinstance(record, CancelledEntry):
+        return _frame(CancelType.APPLIED, APPLIED.pack(record.index, record.slot_ms))
+    if isinstance(record, Resolved):
+        return _frame(CancelType.RESOLVED, RESOLVED.pack(record.waiting_pos))
+    if isinstance(record, Matched):
+        return _frame(CancelType.MATCHED, RESOLVED.pack(record.waiting_pos))
+    c = record.cancel
+    idb = c.id.encode()
+    tb = b"" if c.target_topic is None else c.target_topic.encode()
+    tlen = NO_TOPIC if c.target_topic is None else len(tb)
     flags = (
-        (MATCHED_FLAG if item.matched else 0)
-        | (0 if item.sent_ms is None else SENT_FLAG)
-        | (0 if item.offset is None else OFFSET_FLAG)
-        | (REPLACE_FLAG if item.replace else 0)
+        (WaitFlag.MATCHED if record.matched else 0)
+        | (0 if c.sent_ms is None else WaitFlag.SENT)
+        | (0 if c.offset is None else WaitFlag.OFFSET)
+        | (WaitFlag.REPLACE if c.replace else 0)
     )
-    fixed = WAITS.pack(item.expires_ms, item.sent_ms or 0, item.offset or 0, flags, len(idb), tlen)
+    fixed = WAITS.pack(record.expires_ms, c.sent_ms or 0, c.offset or 0, flags, len(idb), tlen)
     return _frame(CancelType.WAITS, fixed + idb + tb)
 
 
-def decode(buf: bytes, offset: int, path: Path, file_offset: int) -> tuple[Decoded, int]:
-    """The record at ``offset`` and its length; IntegrityError on any damage."""
+def decode(buf: bytes, offset: int, path: Path, file_offset: int) -> tuple[CancelRecord, int]:
+    """The record at ``offset`` and its length; IntegrityError on any damage. A waiting
+    cancel comes back with ``pos`` -1: its place in the file is the reader's to say."""
     if offset + PREFIX.size > len(buf):
         raise IntegrityError(f"{path}: offset {file_offset}: cancel record runs past the end")
     length, crc, kind = PREFIX.unpack_from(buf, offset)
     if length < PREFIX.size or offset + length > len(buf):
         raise IntegrityError(f"{path}: offset {file_offset}: bad cancel record length {length}")
-    if zlib.crc32(buf[offset + 8 : offset + length]) != crc:
+    if zlib.crc32(buf[offset + CRC_FROM : offset + length]) != crc:
         raise IntegrityError(f"{path}: offset {file_offset}: cancel record CRC mismatch")
     body = offset + PREFIX.size
     try:
         if kind == CancelType.APPLIED:
-            return Applied(*APPLIED.unpack_from(buf, body)), length
+            return CancelledEntry(*APPLIED.unpack_from(buf, body)), length
         if kind == CancelType.RESOLVED:
             return Resolved(*RESOLVED.unpack_from(buf, body)), length
         if kind == CancelType.MATCHED:
@@ -157,19 +195,18 @@ def decode(buf: bytes, offset: int, path: Path, file_offset: int) -> tuple[Decod
         if kind == CancelType.WAITING:
             expires, id_len, tlen = WAITING.unpack_from(buf, body)
             rid, topic = _id_and_topic(buf, body + WAITING.size, id_len, tlen)
-            return Waiting(expires, rid, topic), length
+            return WaitingCancel(Cancel(rid, topic), expires), length
         if kind == CancelType.WAITS:
-            expires, sent, offset, flags, id_len, tlen = WAITS.unpack_from(buf, body)
+            expires, sent, at, flags, id_len, tlen = WAITS.unpack_from(buf, body)
             rid, topic = _id_and_topic(buf, body + WAITS.size, id_len, tlen)
-            return Waiting(
-                expires,
+            cancel = Cancel(
                 rid,
                 topic,
-                sent if flags & SENT_FLAG else None,
-                offset if flags & OFFSET_FLAG else None,
-                bool(flags & MATCHED_FLAG),
-                bool(flags & REPLACE_FLAG),
-            ), length
+                sent if flags & WaitFlag.SENT else None,
+                at if flags & WaitFlag.OFFSET else None,
+                bool(flags & WaitFlag.REPLACE),
+            )
+            return WaitingCancel(cancel, expires, bool(flags & WaitFlag.MATCHED)), length
     except (struct.error, UnicodeDecodeError) as exc:
         raise IntegrityError(f"{path}: offset {file_offset}: malformed cancel record") from exc
     raise IntegrityError(f"{path}: offset {file_offset}: unknown cancel record type {kind}")

@@ -22,9 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import timer_codec as codec
-from delaybridge.timerlog.commit_format import source_offset_of
+from delaybridge.timerlog import timer_entry
 from delaybridge.timerlog.commit_log import CommitLog
+from delaybridge.timerlog.commit_record import source_offset_of
 from delaybridge.timerlog.timer_log import CHUNK_ENTRIES, TimerLog
 from delaybridge.wheel import TimingWheel
 
@@ -119,7 +119,7 @@ def load(
     idx, cl, kind = _collect(timer, first, last, cnt, ticks)
     starts = np.zeros(len(ticks) + 1, dtype=np.int64)
     np.cumsum(cnt, out=starts[1:])
-    if (kind == codec.EntryType.ROLLED).any():
+    if (kind == timer_entry.EntryType.ROLLED).any():
         _order_rolled(commit_log, idx, cl, kind, starts)
     tick_of = np.repeat(ticks, cnt)
     ordinal = np.arange(len(idx), dtype=np.int64) - np.repeat(starts[:-1], cnt)
@@ -171,8 +171,8 @@ def _chase_many(timer: TimerLog, last: I64, cnt: I64) -> tuple[I64, I64, I8]:
         f = fill[active]
         idx[f] = at
         word = entries["cl_word"]
-        cl[f] = (word & np.uint64(codec.POS_MASK)).astype(np.int64)
-        kind[f] = (word >> np.uint64(codec.TYPE_SHIFT)).astype(np.int8)
+        cl[f] = (word & np.uint64(timer_entry.POS_MASK)).astype(np.int64)
+        kind[f] = (word >> np.uint64(timer_entry.TYPE_SHIFT)).astype(np.int8)
         cur[active] = entries["prev"]
         left[active] -= 1
         fill[active] -= 1
@@ -193,8 +193,8 @@ def _long_list(
             parts.append(
                 (
                     rows + a,
-                    (word & np.uint64(codec.POS_MASK)).astype(np.int64),
-                    (word >> np.uint64(codec.TYPE_SHIFT)).astype(np.int8),
+                    (word & np.uint64(timer_entry.POS_MASK)).astype(np.int64),
+                    (word >> np.uint64(timer_entry.TYPE_SHIFT)).astype(np.int8),
                 )
             )
             del entries
@@ -215,7 +215,7 @@ def _long_list(
 
 def _order_rolled(commit_log: CommitLog, idx: I64, cl: I64, kind: I8, starts: I64) -> None:
     """Sort, in place, each list holding a ROLLED entry by (source offset, index)."""
-    rolled = kind == codec.EntryType.ROLLED
+    rolled = kind == timer_entry.EntryType.ROLLED
     lists = np.unique(np.searchsorted(starts, np.flatnonzero(rolled), side="right") - 1)
     for j in lists:
         a, b = int(starts[j]), int(starts[j + 1])

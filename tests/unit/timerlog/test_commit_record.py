@@ -1,8 +1,10 @@
-"""The compact commit-log record (type 2) beside the wide one (type 1).
+"""The commit-log record (``commit_record``): both layouts, the codec, damage.
 
-Round trips of both layouts, the fallback to the wide layout for every field that
-does not fit the compact one, damage detection, and the readers that look at fixed
-offsets (raw changelog values, rolls, the ROLLED sort, quarantine) on both layouts.
+Round trips of the wide (type 1) and the compact (type 2) layout, the fallback to the
+wide layout for every field that does not fit the compact one, damage detection, and
+the readers that look at fixed offsets (``due_of``, ``source_offset_of``: rolls and the
+ROLLED sort; ``index_encoded``: changelog values). Byte-for-byte agreement with what
+505b445 wrote: ``test_golden_formats.py``.
 """
 
 from __future__ import annotations
@@ -16,10 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from delaybridge.errors import IntegrityError
-from delaybridge.timerlog import TimerRecord, changelog_codec, commit_codec
-from delaybridge.timerlog.commit_format import due_of, source_offset_of
-from delaybridge.timerlog.quarantine import salvage
-from delaybridge.timerlog.raw_records import batch_of_raw
+from delaybridge.timerlog import TimerRecord, changelog_record, commit_codec
+from delaybridge.timerlog.commit_record import (
+    COMPACT_SIZE,
+    WIDE_SIZE,
+    RecordType,
+    check,
+    due_of,
+    source_offset_of,
+)
 from tests.unit.timerlog.support import START_MS
 
 # Once per implementation of the hot path: pure Python, and compiled where built
@@ -61,18 +68,57 @@ def payload(rec: TimerRecord) -> int:
     )
 
 
+any_record = st.builds(
+    TimerRecord,
+    id=st.text(min_size=1, max_size=40),
+    due_ms=st.integers(-(2**62), 2**62),
+    target_topic=st.text(alphabet="abcxyz-._", min_size=1, max_size=30),
+    target_partition=st.integers(-1, 2**31 - 1),
+    key=maybe_bytes,
+    value=maybe_bytes,
+    headers=st.lists(st.tuples(st.text(max_size=10), maybe_bytes), max_size=4).map(tuple),
+    source_offset=st.integers(0, 2**62),
+    source_timestamp_ms=st.integers(0, 2**62),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(any_record, min_size=1, max_size=5))
+def test_commit_records_round_trip(batch: list[TimerRecord]) -> None:
+    enc = commit_codec.encode_batch(batch)
+    raw = b"".join(enc.parts)
+    off = 0
+    for rec, size, h in zip(batch, enc.sizes, enc.id_hashes, strict=True):
+        assert check(raw, off, len(raw), P, off) == size
+        assert commit_codec.decode(raw, off, P) == rec
+        assert h == zlib.crc32(rec.id.encode())
+        off += size
+
+
+@settings(max_examples=60, deadline=None)
+@given(any_record, st.data())
+def test_any_flipped_bit_of_a_commit_record_is_caught(
+    rec: TimerRecord, data: st.DataObject
+) -> None:
+    raw = bytearray(b"".join(commit_codec.encode_batch([rec]).parts))
+    bit = data.draw(st.integers(0, len(raw) * 8 - 1))
+    raw[bit // 8] ^= 1 << (bit % 8)
+    with pytest.raises(IntegrityError, match="offset 0"):
+        check(bytes(raw), 0, len(raw), P, 0)
+
+
 @settings(max_examples=120, deadline=None)
 @given(fitting)
 def test_a_record_that_fits_is_compact_and_round_trips(rec: TimerRecord) -> None:
     raw = one(rec)
-    assert kind(raw) == commit_codec.RecordType.COMPACT
-    assert len(raw) == commit_codec.COMPACT_SIZE + payload(rec)
-    assert commit_codec.check(raw, 0, len(raw), P, 0) == len(raw)
+    assert kind(raw) == RecordType.COMPACT
+    assert len(raw) == COMPACT_SIZE + payload(rec)
+    assert check(raw, 0, len(raw), P, 0) == len(raw)
     assert commit_codec.decode(raw, 0, P) == rec
     assert due_of(raw) == rec.due_ms and source_offset_of(raw) == rec.source_offset
     wide = one(rec, compact=False)
-    assert kind(wide) == commit_codec.RecordType.WIDE
-    assert len(wide) == commit_codec.FIXED_SIZE + payload(rec)
+    assert kind(wide) == RecordType.WIDE
+    assert len(wide) == WIDE_SIZE + payload(rec)
     assert commit_codec.decode(wide, 0, P) == rec
     assert due_of(wide) == rec.due_ms and source_offset_of(wide) == rec.source_offset
 
@@ -86,7 +132,7 @@ def test_any_flipped_bit_of_a_compact_record_is_caught(
     bit = data.draw(st.integers(0, len(raw) * 8 - 1))
     raw[bit // 8] ^= 1 << (bit % 8)
     with pytest.raises(IntegrityError, match="offset 0"):
-        commit_codec.check(bytes(raw), 0, len(raw), P, 0)
+        check(bytes(raw), 0, len(raw), P, 0)
     try:  # decoding either refuses it or reads what was written (a length past the
         # buffer's end reads the same bytes: harmless there, and check() refuses it)
         assert commit_codec.decode(bytes(raw), 0, P) == rec
@@ -119,8 +165,8 @@ def test_a_field_the_compact_layout_cannot_hold_falls_back_to_wide(
 ) -> None:
     rec = BASE._replace(**change)  # type: ignore[arg-type]
     raw = one(rec)
-    assert kind(one(BASE)) == commit_codec.RecordType.COMPACT
-    assert kind(raw) == commit_codec.RecordType.WIDE
+    assert kind(one(BASE)) == RecordType.COMPACT
+    assert kind(raw) == RecordType.WIDE
     assert commit_codec.decode(raw, 0, P) == rec
     assert due_of(raw) == rec.due_ms and source_offset_of(raw) == rec.source_offset
 
@@ -138,9 +184,9 @@ def test_an_unknown_record_type_is_refused_by_check_and_decode() -> None:
     raw[8] = 3
     raw[4:8] = struct.pack("<I", zlib.crc32(raw[8:]))
     for read in (
-        lambda: commit_codec.check(bytes(raw), 0, len(raw), P, 0),
+        lambda: check(bytes(raw), 0, len(raw), P, 0),
         lambda: commit_codec.decode(bytes(raw), 0, P),
-        lambda: batch_of_raw([bytes(raw)], "changelog"),
+        lambda: commit_codec.index_encoded([bytes(raw)], "changelog"),
     ):
         with pytest.raises(IntegrityError, match="unknown record type 3"):
             read()
@@ -150,26 +196,13 @@ def test_changelog_values_of_both_versions_index_like_an_encoded_batch() -> None
     recs = [BASE, BASE._replace(id="id-2", source_offset=9, due_ms=START_MS + 40 * DAY)]
     enc = commit_codec.encode_batch(recs)
     old = [b"\x01" + one(r, compact=False) for r in recs]  # written before version 2
-    new = [changelog_codec.value_of(r) for r in enc.records()]
+    new = [changelog_record.value_of(r) for r in enc.records()]
     assert [v[0] for v in new] == [2, 2] and [kind(v[1:]) for v in new] == [2, 1]
     for values in (old, new, [old[0], new[1]]):
-        got = batch_of_raw(values, "changelog", skip=1)
+        got = commit_codec.index_encoded(values, "changelog", skip=1)
         assert (got.id_hashes, got.due_ms, got.topics) == (enc.id_hashes, enc.due_ms, enc.topics)
         assert got.max_source_offset == 9
         for v in values:
-            assert commit_codec.decode(bytes(changelog_codec.record_of(v, "c")), 0, P) in recs
+            assert commit_codec.decode(bytes(changelog_record.record_of(v, "c")), 0, P) in recs
     with pytest.raises(IntegrityError, match="changelog value version 3"):
-        changelog_codec.record_of(b"\x03" + one(BASE), "c")
-
-
-def test_a_damaged_compact_record_is_salvaged_with_its_identity() -> None:
-    rec = BASE._replace(headers=(("trace", b"t-1"), ("empty", None)), value=b"payload")
-    raw = bytearray(one(rec))
-    raw[-1] ^= 0xFF  # the value's last byte: the CRC fails, the fields still parse
-    got = salvage(bytes(raw), 0, len(raw), P, 100, "record CRC mismatch")
-    assert got is not None
-    assert (got.id, got.target_topic, got.key, got.value) == ("id-1", "orders", b"k", None)
-    assert (got.source_offset, got.source_timestamp_ms) == (7, START_MS)
-    assert got.headers[:2] == rec.headers
-    assert got.headers[2][0] == "delaybridge-store-corrupt"
-    assert (got.headers[2][1] or b"").endswith(b"value dropped")  # length not recorded
+        changelog_record.record_of(b"\x03" + one(BASE), "c")

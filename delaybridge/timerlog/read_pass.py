@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from delaybridge.timerlog.timer_codec import EntryType
+from delaybridge.timerlog.timer_entry import EntryType
 
 ROLL = int(EntryType.ROLL)
 
