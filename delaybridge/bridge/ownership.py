@@ -13,9 +13,14 @@ here; what each means for durability and the offsets is the commit point's busin
   values written, its in-flight records awaited up to ``shutdown_grace_ms``, its store
   flushed, its offset committed synchronously; exactly-once: the transaction commits);
   close it — unflushed if the handover did not commit;
-- **lost** (the group moved on without us): close without committing (exactly-once:
-  the transaction is aborted and the stores dropped unflushed); the new owner re-reads
-  from the last commit;
+- **lost** (the group moved on without us, typically Kafka unreachable for longer than
+  the session timeout): nothing is committed. At-least-once, the partition is set aside
+  with its store open until the delivery reports of what it had produced come (they do
+  once Kafka is back), so those acknowledgements are recorded and flushed
+  (:meth:`Partitions.settle_lost`) and nothing Kafka acknowledged is delivered again;
+  if the group gives the partition back first, it is taken back as it is. Exactly-once,
+  the transaction is aborted and the stores dropped unflushed. Either way the next owner
+  re-reads from the last commit;
 - **restart** (exactly-once, after an abort): every owned store is dropped unflushed
   and opened again from its last flush, as a restart of the process would.
 
@@ -49,7 +54,7 @@ class Partitions:
     def __init__(
         self,
         owned: dict[PartKey, PartitionState],
-        commit: CommitPoint,
+        commit: CommitPoint[PartitionState],
         data_dir: Path,
         store_settings: StoreSettings,
         clock: Clock,
@@ -74,6 +79,8 @@ class Partitions:
         self.standbys = standbys
         self.rebalanced = False
         """True once the group assigned us partitions at least once (readiness)."""
+        self.lost: dict[PartKey, PartitionState] = {}
+        """Lost partitions whose deliveries' reports are still awaited (store open)."""
 
     def __iter__(self) -> Iterator[PartitionState]:
         return iter(self.by_key.values())
@@ -111,10 +118,38 @@ class Partitions:
     def on_lost(self, consumer: ConsumerEdge, partitions: list[TopicPartition]) -> None:
         abandon = self.commit.lost()
         for tp in partitions:
-            self.close((tp.topic, tp.partition), abandon=abandon)
+            key = (tp.topic, tp.partition)
+            if abandon:
+                self.close(key, abandon=True)
+            else:
+                self._set_aside(key)
         consumer.incremental_unassign(partitions)
         if abandon and self.commit.alive:
             self.restart(consumer)
+
+    def _set_aside(self, key: PartKey) -> None:
+        """A lost partition waits for its deliveries' reports (see the module docstring)."""
+        part = self.by_key.pop(key, None)
+        if part is None:
+            return
+        part.revoking = True  # ingest and delivery leave it alone
+        self.lost[key] = part
+        log.warning(
+            "%s: group session lost; not ours any more. The delivery reports of its %d "
+            "records in flight are awaited so that their acknowledgements are kept",
+            part.name,
+            part.pipeline.awaiting_reports,
+        )
+
+    def settle_lost(self) -> None:
+        """Release the lost partitions whose deliveries' reports all came: their stores
+        flushed with those acknowledgements (no commit: not ours), then closed."""
+        for key, part in list(self.lost.items()):
+            if part.pipeline.awaiting_reports:
+                continue
+            del self.lost[key]
+            self.commit.release(part)
+            self._close(part)
 
     def restart(self, consumer: ConsumerEdge) -> None:
         """Exactly-once mode, after an abort: drop every owned partition's store as it
@@ -146,6 +181,10 @@ class Partitions:
         for tp in committed:
             if self.standbys is not None:
                 self.standbys.release((tp.topic, tp.partition))  # promoted: its copy is ours
+            back = self._take_back((tp.topic, tp.partition))
+            if back is not None:
+                starts.append(back)
+                continue
             part = open_partition(
                 self._data_dir,
                 tp.topic,
@@ -177,6 +216,22 @@ class Partitions:
             )
         return starts, restoring
 
+    def _take_back(self, key: PartKey) -> TopicPartition | None:
+        """A lost partition the group gives back before it was released: taken back as
+        it is (its store, its deliveries in flight, its offsets); where it resumes."""
+        part = self.lost.pop(key, None)
+        if part is None:
+            return None
+        part.revoking = False
+        self.by_key[key] = part
+        if self.feed is not None:  # the cancels read while it was set aside
+            self.feed.open_store(part, self._clock.now_ms())
+            if self.restoring is not None:
+                self.restoring.changelog.removed_by_store(part)
+        start = part.offsets.commit_position()
+        log.info("%s is ours again, taken back as it was; resuming at offset %d", part.name, start)
+        return TopicPartition(part.topic, part.partition, start)
+
     # -- release ----------------------------------------------------------------------------
 
     def next_due_ms(self, default_ms: int) -> int:
@@ -189,8 +244,10 @@ class Partitions:
         """Close one partition's store (flushed; its offset is the caller's business);
         ``abandon``: without a flush, as if the process died (exactly-once aborts)."""
         part = self.by_key.pop(key, None)
-        if part is None:
-            return
+        if part is not None:
+            self._close(part, abandon=abandon)
+
+    def _close(self, part: PartitionState, *, abandon: bool = False) -> None:
         if self.restoring is not None:
             self.restoring.forget(part)
         part.pipeline.close()
@@ -201,5 +258,9 @@ class Partitions:
     def close_all(self) -> None:
         for key in list(self.by_key):
             self.close(key)
+        for part in list(self.lost.values()):  # their reports did not come in time
+            self.commit.release(part)
+            self._close(part)
+        self.lost.clear()
         if self.standbys is not None:
             self.standbys.close()

@@ -196,7 +196,7 @@ class Service:
 
     def _commit_point(
         self, owned: dict[PartKey, PartitionState], changelog: Changelog | None
-    ) -> CommitPoint:
+    ) -> CommitPoint[PartitionState]:
         """Exactly-once mode's commit point when it is on (it needs the changelog), else
         at-least-once mode's (``bridge/commit/``)."""
         if self.transactions is not None and changelog is not None:
@@ -291,6 +291,7 @@ class Service:
 
     def checkpoint(self) -> None:
         """Every flush interval: durability, then metrics and flow control."""
+        self.partitions.settle_lost()
         self._checkpoint(self.commit.checkpoint)
         load = self.telemetry.publish(self.partitions, self.consumer, self.outbox.in_flight)
         free = shutil.disk_usage(self.settings.store.data_dir).free

@@ -83,7 +83,10 @@ class AtLeastOnce(Generic[P]):
         return True  # nothing is open that a new partition could disturb
 
     def lost(self) -> bool:
-        return False  # closed as they are: never committed past what they made durable
+        return False  # their reports still count: a lost session is not a crash
+
+    def release(self, part: P) -> None:
+        flush(part, self._changelog, self._flow)  # 3, and never 4: not ours to commit
 
     def _run(
         self,

@@ -100,6 +100,9 @@ class ExactlyOnce(Generic[P]):
         self.transactions.abort("partitions lost")  # their work must not commit
         return True
 
+    def release(self, part: P) -> None:
+        raise AssertionError("exactly-once mode drops lost partitions unflushed")
+
     def _commit(self, consumer: ConsumerEdge) -> bool:
         """Steps 1-4; False when the transaction was aborted instead."""
         txns = self.transactions

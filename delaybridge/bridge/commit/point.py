@@ -97,6 +97,7 @@ class Committable(Protocol):
 
 
 P = TypeVar("P", bound=Committable)
+P_in = TypeVar("P_in", bound=Committable, contravariant=True)
 
 
 class Changelog(Protocol[P]):
@@ -134,7 +135,7 @@ class DiskFull(Protocol):
     def set_disk_full(self, full: bool) -> None: ...
 
 
-class CommitPoint(Protocol):
+class CommitPoint(Protocol[P_in]):
     """The checkpoint protocol of the owned partitions, one implementation per mode."""
 
     def checkpoint(self, consumer: ConsumerEdge) -> bool:
@@ -160,7 +161,13 @@ class CommitPoint(Protocol):
 
     def lost(self) -> bool:
         """The group took partitions away without a handover; True: their stores must
-        be dropped unflushed (their work must never commit) and the rest restarted."""
+        be dropped unflushed (their work must never commit) and the rest restarted.
+        False: their deliveries' reports are still awaited, then :meth:`release`."""
+        ...
+
+    def release(self, part: P_in) -> None:
+        """A lost partition whose deliveries' reports all came: flush its store with its
+        marks (its acknowledgements are durable), commit nothing (it is not ours)."""
         ...
 
     @property

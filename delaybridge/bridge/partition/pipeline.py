@@ -100,6 +100,11 @@ class DeliveryPipeline:
         """Records taken and not yet resolved (held ones included)."""
         return sum(batch.outstanding for batch in self._batches)
 
+    @property
+    def awaiting_reports(self) -> int:
+        """Records handed to the producer whose delivery report has not come yet."""
+        return self.in_flight - self.held
+
     def close(self) -> None:
         """Forget everything taken: the records stay pending in the store."""
         self.closed = True

@@ -38,3 +38,51 @@ def test_a_lost_partition_is_closed_without_committing(tmp_path: Path) -> None:
     assert (DELAY, 0) not in side.service.partitions.by_key
     assert side.committed(0) is None
     side.stop()
+
+
+def test_a_lost_partition_records_the_acks_of_its_deliveries_and_delivers_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    # Kafka away longer than the session: the group takes the partition while two
+    # deliveries wait for their reports; Kafka back: the reports come, then the
+    # partition comes back to this replica, which must not deliver them again.
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("x", 100))
+    side.send(schedule("y", 100))
+    side.turns(1)
+    side.checkpoint()
+    side.producer.hold_acks = True
+    side.turns(1, advance_ms=200)  # both produced; no delivery report: Kafka is away
+    side.consumer.rebalance("lost", [(DELAY, 0)])
+    side.turns(1)
+    assert (DELAY, 0) not in side.service.partitions.by_key
+    side.producer.hold_acks = False  # Kafka is back: the reports of both come
+    side.turns(1)
+    side.checkpoint()
+    side.consumer.rebalance("assign", [(DELAY, 0)])
+    side.turns(3, advance_ms=200)
+    assert [h["delay-id"] for h in side.delivered()] == ["x", "y"]
+    side.stop()
+
+
+def test_a_lost_partition_is_flushed_with_its_acks_once_its_reports_are_in(
+    tmp_path: Path,
+) -> None:
+    # The partition does not come back before a restart on the same disk: the acks
+    # that came after the session was lost are on disk, nothing goes out twice.
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("x", 100))
+    side.turns(1)
+    side.checkpoint()
+    side.producer.hold_acks = True
+    side.turns(1, advance_ms=200)
+    side.consumer.rebalance("lost", [(DELAY, 0)])
+    side.turns(1)
+    side.producer.hold_acks = False
+    side.turns(1)
+    side.checkpoint()  # the lost partition's report is in: flushed and released
+    side.kill9()
+    again = FakeSidecar(tmp_path, clock=side.clock, cluster=side.cluster)
+    again.turns(3, advance_ms=200)
+    assert [h["delay-id"] for h in again.delivered()] == ["x"]
+    again.stop()
