@@ -34,7 +34,12 @@ class KafkaSettings(BaseModel):
     bootstrap_servers: str = "127.0.0.1:9092"
     group_id: str = "delaybridge"
     # Static membership (group.instance.id); the Helm chart sets it from the pod name.
+    # Empty: a static id generated once and kept in the sidecar's data directory
+    # (bridge/workers/membership.py), unless static_membership is false.
     instance_id: str = ""
+    # False: a dynamic member when instance_id is empty (after a lost session, Kafka
+    # hands its partitions out again only once the old member id expires).
+    static_membership: bool = True
     # Passed verbatim to librdkafka for every client: security.protocol, sasl.*, ssl.*, ...
     client: dict[str, str] = Field(default_factory=dict)
     session_timeout_ms: int = Field(default=45_000, gt=0)

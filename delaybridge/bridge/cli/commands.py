@@ -107,6 +107,7 @@ def _run(args: argparse.Namespace) -> int:
     from delaybridge.bridge.cli import gc_tuning
     from delaybridge.bridge.http.server import HttpServer
     from delaybridge.bridge.service import Service
+    from delaybridge.bridge.workers import membership
     from delaybridge.bridge.workers.identity import (
         HTTP_ANNOUNCE,
         check_supported,
@@ -115,8 +116,10 @@ def _run(args: argparse.Namespace) -> int:
     )
     from delaybridge.settings import load
 
-    settings = load(args.config)
+    settings = membership.identify(load(args.config))
     count = worker_count(settings)
+    if args.worker is None:  # the pod's process: members it no longer has leave
+        membership.retire_stale(settings, count)
     if args.worker is None and count > 1:
         from delaybridge.bridge.workers.launch import run_supervised
 

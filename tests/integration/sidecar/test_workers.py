@@ -62,7 +62,11 @@ def _batch(prefix: str, n: int, target: str, delay_ms: Callable[[int], int]) -> 
     ]
 
 
-@pytest.mark.parametrize("instance_id", ["", "pod-0"], ids=["dynamic", "static-membership"])
+@pytest.mark.parametrize(
+    ("instance_id", "static"),
+    [("", False), ("pod-0", True), ("", True)],
+    ids=["dynamic", "static-membership", "static-by-default"],
+)
 def test_two_workers_share_the_partitions_and_survive_kill9(
     kafka: Any,
     topics: Topics,
@@ -70,8 +74,11 @@ def test_two_workers_share_the_partitions_and_survive_kill9(
     tmp_path: Path,
     make_settings: Callable[..., Settings],
     instance_id: str,
+    static: bool,
 ) -> None:
-    settings = make_settings(workers=2, kafka={"instance_id": instance_id})
+    settings = make_settings(
+        workers=2, kafka={"instance_id": instance_id, "static_membership": static}
+    )
     side = SubprocessSidecar(settings, tmp_path)
     side.start()
     try:
