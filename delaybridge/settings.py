@@ -129,6 +129,21 @@ class ChangelogSettings(_Section):
         }
 
 
+class CancelHorizonSettings(_Section):
+    # A message due at T goes out only once every delay-topic partition's cancels appended
+    # up to T are known to its store, or once T is this far in the past: then it goes
+    # out anyway, counted (delaybridge_deliveries_past_horizon_total). Longer than a
+    # session timeout (45 s) plus a takeover, so a replica that dies loses no cancel;
+    # the price: a replica lost for good holds due messages back this long once.
+    # 0: the rule is off (docs/design/cancel-horizon.md).
+    bound_ms: int = Field(default=60_000, ge=0)
+    # How often an owner checks that its partitions are read through, and publishes.
+    interval_ms: int = Field(default=100, gt=0)
+    # The compacted topic owners publish their partitions' horizons to;
+    # "" = "<cancel_topic>.horizon".
+    topic: str = ""
+
+
 class HttpSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
@@ -167,6 +182,7 @@ class Settings(BaseSettings):
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     changelog: ChangelogSettings = Field(default_factory=ChangelogSettings)
+    cancel_horizon: CancelHorizonSettings = Field(default_factory=CancelHorizonSettings)
     shutdown_grace_ms: int = Field(default=30_000, gt=0)
     # Worker processes under one `delaybridge run`, each a group member with its own
     # stores (bridge/workers/identity.py, supervisor.py); 0: one per usable core.
@@ -212,6 +228,12 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Environment beats the file (passed as init kwargs by load()).
         return (env_settings, init_settings)
+
+    @property
+    def horizon_topic(self) -> str:
+        """The cancel horizon's topic (``cancel_horizon.topic``, or the cancel topic's
+        name with ``.horizon``)."""
+        return self.cancel_horizon.topic or f"{self.cancel_topic}.horizon"
 
     def subscription(self) -> list[str]:
         """Topics (or one ``^regex``) for the consumer's subscribe()."""

@@ -36,6 +36,7 @@ from pathlib import Path
 from confluent_kafka import TopicPartition
 
 from delaybridge.bridge.cancels.feed import CancelFeed
+from delaybridge.bridge.cancels.own_horizons import OwnHorizons
 from delaybridge.bridge.commit.point import CommitPoint
 from delaybridge.bridge.flow import FlowControl
 from delaybridge.bridge.observe.metrics import Metrics
@@ -63,6 +64,7 @@ class Partitions:
         feed: CancelFeed | None = None,
         restoring: RestoreHook | None = None,
         standbys: Standbys | None = None,
+        horizons: OwnHorizons | None = None,
     ) -> None:
         """``owned``: the dict of owned partitions, shared with ``commit``, which this
         keeps up to date; ``restoring``: the changelog's restore hook (None: changelog
@@ -77,6 +79,7 @@ class Partitions:
         self.feed = feed
         self.restoring = restoring
         self.standbys = standbys
+        self._horizons = horizons
         self.rebalanced = False
         """True once the group assigned us partitions at least once (readiness)."""
         self.lost: dict[PartKey, PartitionState] = {}
@@ -134,6 +137,8 @@ class Partitions:
             return
         part.revoking = True  # ingest and delivery leave it alone
         self.lost[key] = part
+        if self._horizons is not None:
+            self._horizons.released([key])
         log.warning(
             "%s: group session lost; not ours any more. The delivery reports of its %d "
             "records in flight are awaited so that their acknowledgements are kept",
@@ -250,6 +255,8 @@ class Partitions:
     def _close(self, part: PartitionState, *, abandon: bool = False) -> None:
         if self.restoring is not None:
             self.restoring.forget(part)
+        if self._horizons is not None:
+            self._horizons.released([part.key])
         part.pipeline.close()
         (part.store.abandon if abandon else part.store.close)()
         self._metrics.partitions.forget(part.topic, part.partition)

@@ -33,15 +33,19 @@ import logging
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from functools import partial
 
 from confluent_kafka import KafkaError as RdKafkaError
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from delaybridge.bridge.admin.commands import AdminControl
 from delaybridge.bridge.cancels.feed import CancelFeed
+from delaybridge.bridge.cancels.horizon import CancelHorizon
 from delaybridge.bridge.cancels.ledger import CancelLedger
+from delaybridge.bridge.cancels.own_horizons import OwnHorizons
+from delaybridge.bridge.cancels.requests import CancelRequest
 from delaybridge.bridge.commit.at_least_once import AtLeastOnce
 from delaybridge.bridge.commit.exactly_once import ExactlyOnce
 from delaybridge.bridge.commit.point import CommitPoint
@@ -50,11 +54,12 @@ from delaybridge.bridge.commit.transactions import TransactionFatal, Transaction
 from delaybridge.bridge.delivery.deliverer import Deliverer
 from delaybridge.bridge.flow import FlowControl
 from delaybridge.bridge.ingest.ingestor import Ingestor
+from delaybridge.bridge.ingest.scout import CancelScout
 from delaybridge.bridge.ingest.side_writes import SideWriter
 from delaybridge.bridge.observe.metrics import Metrics
 from delaybridge.bridge.observe.tally import Tally
 from delaybridge.bridge.ownership import Partitions
-from delaybridge.bridge.partition.state import PartitionState, PartKey
+from delaybridge.bridge.partition.state import PartitionState, PartKey, Role
 from delaybridge.bridge.produce.outbox import Outbox
 from delaybridge.bridge.produce.poison import ExactlyOnceGuard, Poisoned, TargetCheck
 from delaybridge.bridge.produce.resend import Resender
@@ -75,6 +80,13 @@ from delaybridge.settings import Settings
 from delaybridge.timerlog import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
+#: The cancel horizon's topic: one record per owner, compacted, so a replica starting
+#: reads every owner's last word in a few records (bridge/cancels/own_horizons.py).
+HORIZON_TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.ms": "600000",
+    "min.cleanable.dirty.ratio": "0.1",
+}
 
 
 class Service:
@@ -121,6 +133,7 @@ class Service:
             {"group.id": f"{s.kafka.group_id}.cancel-feed"}, group=False
         )
         keep_ms = grace_ms + 2 * s.kafka.session_timeout_ms  # bridge/cancels/feed.py says why
+        self.horizon = CancelHorizon(s.cancel_horizon.bound_ms, self._feed_position)
         self.feed = CancelFeed(
             feed_consumer,
             s.cancel_topic,
@@ -129,8 +142,21 @@ class Service:
             s.store.data_dir,
             f"cancel-feed{suffix(worker)}.json",
             grace_ms,
+            self.horizon if self.horizon.enabled else None,
+            s.horizon_topic,
         )
         self.admin = self._clients.admin()
+        self.horizons = None
+        if self.horizon.enabled:
+            owner = s.kafka.instance_id or f"{s.kafka.group_id}-{uuid.uuid4().hex[:16]}"
+            self.horizons = OwnHorizons(
+                self.horizon,
+                self.admin,
+                self.outbox,
+                s.horizon_topic,
+                owner,
+                s.cancel_horizon.interval_ms,
+            )
         state = assembly.build(
             s,
             self._clients,
@@ -158,13 +184,36 @@ class Service:
             self.feed,
             state.restoring if state is not None else None,
             state.standbys if state is not None else None,
+            self.horizons,
         )
         dlt = s.dead_letter_topic
         side = SideWriter(self.resender, poisoned)
         rules = HeaderRules.from_settings(s)
         self.ingestor = Ingestor(
-            rules, side, dlt, s.cancel_topic, self.tally, clock, self.changelog
+            rules,
+            side,
+            dlt,
+            s.cancel_topic,
+            self.tally,
+            clock,
+            self.changelog,
+            self.horizons,
+            self._apply_here if self.horizons is not None else None,
         )
+        self.scout = None
+        if self.horizons is not None:
+            scout_consumer = self._clients.consumer(
+                {"group.id": f"{s.kafka.group_id}.cancel-scout"}, group=False
+            )
+            self.scout = CancelScout(
+                scout_consumer,
+                rules,
+                self.resender,
+                s.cancel_topic,
+                self.horizons,
+                clock,
+                self._apply_here,
+            )
         guard = None
         if poisoned is not None:
             guard = ExactlyOnceGuard(poisoned, TargetCheck(self.consumer.list_topics))
@@ -238,13 +287,13 @@ class Service:
         """Create the sidecar's topics, start the cancel feed, join the group."""
         s = self.settings
         s.store.data_dir.mkdir(parents=True, exist_ok=True)
-        ensure_topics(
-            self.admin,
-            {
-                s.dead_letter_topic: {"max.message.bytes": "10485760"},
-                s.cancel_topic: {"retention.ms": str(7 * 86_400_000)},
-            },
-        )
+        topics = {
+            s.dead_letter_topic: {"max.message.bytes": "10485760"},
+            s.cancel_topic: {"retention.ms": str(7 * 86_400_000)},
+        }
+        if self.horizons is not None:
+            topics[s.horizon_topic] = HORIZON_TOPIC_CONFIG
+        ensure_topics(self.admin, topics)
         if self.transactions is not None:
             self.transactions.init()  # fences our previous incarnation, aborts its txn
         self.feed.start(self.clock.now_ms(), timeout_s=30)
@@ -276,6 +325,9 @@ class Service:
         cancels = self.feed.poll(now_ms)  # 4
         if cancels:
             self.ledger.apply(self.partitions, cancels, now_ms)
+        if self.horizons is not None and self.scout is not None:
+            self.scout.step(self._waiting())
+            self.horizons.step(self._owned_keys(), self._read_positions, now_ms)
         restoring = self.partitions.restoring
         batch = self.settings.changelog.restore_batch_records
         if restoring is not None:  # 5
@@ -286,14 +338,51 @@ class Service:
             standbys.step(self.consumer, owned, self.settings.store.data_dir, batch)
         self.retries.run_due(now_ms)
         if not self.flow.delivery_paused:
-            self.deliverer.pump(self.partitions)
+            horizon = self.horizon.horizon_ms() if self.horizon.enabled else None
+            self.deliverer.pump(self.partitions, self.horizon.limit_ms(now_ms), horizon)
         self.outbox.poll(0)  # 6
+
+    def _owned_keys(self) -> list[PartKey]:
+        return [p.key for p in self.partitions if not p.revoking]
+
+    def _waiting(self) -> dict[PartKey, int]:
+        """The owned partitions that do not ingest now (paused, or restoring), and where
+        their ingest stands: the cancel scout reads their cancels meanwhile."""
+        paused = self.flow.ingest_paused
+        return {
+            p.key: p.offsets.commit_position()
+            for p in self.partitions
+            if not p.revoking and (paused or p.role is Role.RESTORING)
+        }
+
+    def _read_positions(self, keys: list[PartKey]) -> dict[PartKey, int]:
+        """How far each partition is read: by ingest's consumer, or by the scout."""
+        read: dict[PartKey, int] = {}
+        try:
+            for tp in self.consumer.position([TopicPartition(t, p) for t, p in keys]):
+                read[(tp.topic, tp.partition)] = tp.offset
+        except KafkaException:
+            pass  # the scout's word, if any; the next check asks again
+        if self.scout is not None:
+            for key, offset in self.scout.positions().items():
+                read[key] = max(read.get(key, -1), offset)
+        return read
+
+    def _apply_here(self, requests: list[CancelRequest]) -> None:
+        """Cancels read from an owned partition reach this process's stores at once."""
+        self.ledger.apply(self.partitions, requests, self.clock.now_ms())
+
+    def _feed_position(self, partition: int) -> int:
+        return self.feed.position(partition)
 
     def checkpoint(self) -> None:
         """Every flush interval: durability, then metrics and flow control."""
         self.partitions.settle_lost()
         self._checkpoint(self.commit.checkpoint)
+        if self.horizons is not None:
+            self.horizons.publish(self._owned_keys())
         load = self.telemetry.publish(self.partitions, self.consumer, self.outbox.in_flight)
+        self.metrics.set_cancel_horizon_lag_seconds(self.horizon.lag_ms(self.clock.now_ms()) / 1000)
         free = shutil.disk_usage(self.settings.store.data_dir).free
         self.metrics.set_store_free_bytes(free)
         # Writes that wait for acks (changelog values, side writes) count too: a broker
@@ -343,7 +432,11 @@ class Service:
         if self.outbox.in_flight or any(p.pipeline.held for p in self.partitions):
             return 0.005
         now = self.clock.now_ms()
-        wake = self.partitions.next_due_ms(now + self.settings.store.tick_ms)
+        tick_ms = self.settings.store.tick_ms
+        wake = self.partitions.next_due_ms(now + tick_ms)
+        if wake <= now and self.horizon.limit_ms(now) < now:
+            # Due, and held back by the cancel horizon: look again when it may move.
+            wake = now + min(tick_ms, self.settings.cancel_horizon.interval_ms)
         retry = self.retries.next_ms()
         if retry is not None:
             wake = min(wake, retry)
@@ -361,6 +454,8 @@ class Service:
         self.consumer.close()  # revokes: stores flushed, offsets committed, closed
         self.partitions.close_all()
         self.feed.close()
+        if self.scout is not None:
+            self.scout.close()
         self.control.commands.stop()
         log.info("sidecar stopped")
 

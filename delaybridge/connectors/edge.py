@@ -153,6 +153,12 @@ class AdminEdge(Protocol):
 
     def create_topics(self, new_topics: list[Any], **kwargs: Any) -> dict[str, Any]: ...
 
+    def list_offsets(
+        self, topic_partition_offsets: dict[TopicPartition, Any], **kwargs: Any
+    ) -> dict[TopicPartition, Any]:
+        """Futures of ListOffsets answers (``ListOffsetsResultInfo``), by partition."""
+        ...
+
 
 class ClientFactory(Protocol):
     """Builds the sidecar's clients from one settings object (security included).

@@ -91,7 +91,7 @@ class HeaderRules:
             s.store.max_delay_ms,
             s.routes,
             s.delay_topics,
-            internal_topics=(s.dead_letter_topic, s.cancel_topic),
+            internal_topics=(s.dead_letter_topic, s.cancel_topic, s.horizon_topic),
             delay_topic_pattern=s.delay_topic_pattern,
             target_allow=s.target_topic_allow,
             max_timestamp_skew_ms=s.max_timestamp_skew_ms,

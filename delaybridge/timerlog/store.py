@@ -203,15 +203,19 @@ class TimerStore:
         return self._matcher.pending_with_ids(ids, self._flusher.live_start)
 
     # -- reading ----------------------------------------------------------------
-    def take_due(self, max_records: int) -> list[DueRecord]:
-        """Up to ``max_records`` due messages: due tick ascending, then arrival order.
+    def take_due(self, max_records: int, until_ms: int | None = None) -> list[DueRecord]:
+        """Up to ``max_records`` due messages: due tick ascending, then arrival order;
+        due by ``until_ms`` if it is given and before now (the owner's cancel horizon).
 
         Successive calls continue where the last one stopped; cancelled messages and
         those marked delivered never come back. A huge tick streams out in bounded
         batches. Returns [] while a roll waits for in-flight deliveries to be marked
         delivered (see :mod:`reader`).
         """
-        return self.reader.take_due(max_records, self.clock.now_ms())
+        now_ms = self.clock.now_ms()
+        if until_ms is not None and until_ms < now_ms:
+            now_ms = until_ms
+        return self.reader.take_due(max_records, now_ms)
 
     @property
     def delivered_through_ms(self) -> int:

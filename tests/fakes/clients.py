@@ -170,6 +170,19 @@ class FakeAdmin:
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         return self.cluster.metadata(topic)
 
+    def list_offsets(
+        self, topic_partition_offsets: dict[TopicPartition, Any], **kwargs: Any
+    ) -> dict[TopicPartition, Future[Any]]:
+        """The end of each partition (read_committed), answered at once."""
+        out: dict[TopicPartition, Future[Any]] = {}
+        for tp in topic_partition_offsets:
+            future: Future[Any] = Future()
+            future.set_result(
+                SimpleNamespace(offset=self.cluster.end(tp.topic, tp.partition, True))
+            )
+            out[tp] = future
+        return out
+
     def create_topics(self, new_topics: list[Any], **kwargs: Any) -> dict[str, Future[None]]:
         futures: dict[str, Future[None]] = {}
         for new in new_topics:

@@ -11,6 +11,11 @@ never commits to Kafka. Its position is this replica's own, kept next to its sto
 3. :meth:`CancelFeed.save` writes the position after the stores the cancels were
    applied to were flushed (the service's checkpoint), so a crash re-reads, never skips.
 
+The feed also reads the cancel horizon topic (``horizon.py``, ``own_horizons.py``) from
+its beginning (it is compacted: one record per owner), and hands each owner's word to the
+:class:`CancelHorizon`, which takes it once this feed has read the cancels it vouches for
+(:meth:`CancelFeed.position`).
+
 Cancels read in the last ``keep_recent_ms`` are kept (:attr:`CancelFeed.recent`) for
 stores opened later (a partition moving in). That window must cover the time a
 partition can spend without a live owner: when its owner dies, the group notices one
@@ -30,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from confluent_kafka import TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
+from delaybridge.bridge.cancels.horizon import CancelHorizon
 from delaybridge.bridge.cancels.ledger import apply_cancels
+from delaybridge.bridge.cancels.own_horizons import parse_word
 from delaybridge.bridge.cancels.requests import CancelRequest, UnreadableCancel, parse_origin
 from delaybridge.bridge.observe.tally import Tally
 from delaybridge.bridge.partition.state import PartitionState
@@ -60,13 +67,19 @@ class CancelFeed:
         data_dir: Path | None = None,
         position_file: str = POSITION_FILE,
         grace_ms: int | None = None,
+        horizon: CancelHorizon | None = None,
+        horizon_topic: str | None = None,
     ) -> None:
         """``consumer``: an assign-only consumer (it never joins a group);
         ``keep_recent_ms``: how long read cancels stay in :attr:`recent` (see the module
         docstring); ``data_dir``: where the position is kept (None: not kept, always
         start ``keep_recent_ms`` back); ``position_file``: its name there (each worker
         process of one ``delaybridge run`` keeps its own: ``bridge/workers/identity.py``);
-        ``grace_ms``: how long a replace waits (default ``keep_recent_ms``)."""
+        ``grace_ms``: how long a replace waits (default ``keep_recent_ms``);
+        ``horizon``, ``horizon_topic``: the cancel horizon and its topic (None: the rule
+        is off)."""
+        self._horizon = horizon
+        self._horizon_topic = horizon_topic if horizon is not None else None
         self._tally = tally
         self._position_file = None if data_dir is None else data_dir / position_file
         self._next: dict[int, int] = {}
@@ -114,13 +127,28 @@ class CancelFeed:
             )
             for tp in found:  # no record at or after that time: start at the end
                 starts[tp.partition] = tp.offset if tp.offset >= 0 else self._end(tp, timeout_s)
-        self._consumer.assign([TopicPartition(self._topic, p, o) for p, o in starts.items()])
+        assignment = [TopicPartition(self._topic, p, o) for p, o in starts.items()]
+        self._consumer.assign(assignment + self._horizon_partitions(timeout_s))
         self._saved, self._saved_replay = dict(saved), dict(replay)
         self._next = starts | self._replay_below  # saved at the first checkpoint
         self._rewind_to = dict(self._next)
         if saved:
             log.info("cancel feed resumes at %s (saved position)", dict(sorted(starts.items())))
         self._catch_up(now_ms, time.monotonic() + timeout_s)
+
+    def _horizon_partitions(self, timeout_s: float) -> list[TopicPartition]:
+        """Every partition of the horizon topic, from its beginning (it is compacted)."""
+        if self._horizon_topic is None:
+            return []
+        metadata = self._consumer.list_topics(self._horizon_topic, timeout=timeout_s)
+        topic = metadata.topics.get(self._horizon_topic)
+        if topic is None or topic.error is not None:
+            raise KafkaError(f"cancel horizon topic {self._horizon_topic!r} is not usable")
+        return [TopicPartition(self._horizon_topic, p, OFFSET_BEGINNING) for p in topic.partitions]
+
+    def position(self, partition: int) -> int:
+        """The next offset this feed reads on partition ``partition`` of the cancel topic."""
+        return self._next.get(partition, 0)
 
     def _start_of(self, partition: int, saved: int, timeout_s: float) -> int:
         """The saved offset, or the oldest retained one if the saved one is gone."""
@@ -242,11 +270,16 @@ class CancelFeed:
     def _read(self, msgs: list[Any], now_ms: int) -> list[CancelRequest]:
         out: list[CancelRequest] = []
         firsts: dict[int, int] = {}
+        horizon = self._horizon
         for msg in msgs:
             err = msg.error()
             if err is not None:
                 if not err.retriable() and err.fatal():
                     raise RuntimeError(f"cancel topic {self._topic!r}: {err.str()}")
+                continue
+            if horizon is not None and msg.topic() == self._horizon_topic:
+                for key, word in parse_word(msg.value()).items():
+                    horizon.remote(key, word)
                 continue
             p, o = msg.partition() or 0, msg.offset() or 0
             replay = o < self._replay_below.get(p, -1)
@@ -277,6 +310,8 @@ class CancelFeed:
                 out.append(request)
         if firsts:
             self._marks.append((now_ms, firsts))
+        if horizon is not None and msgs:
+            horizon.recheck()  # the words this read of the cancel topic now covers
         self.waits.drop(now_ms)
         while self._marks and self._marks[0][0] < now_ms - self._keep_ms:
             self._marks.popleft()

@@ -78,15 +78,27 @@ class Deliverer:
         self._tally = tally
         self._limits = RateLimits(settings.rate_limits_per_s, time.monotonic())
         self._resender = resender
+        self._until_ms: int | None = None
+        self._horizon_ms: int | None = None
         self.series = Spawner(settings.series_misfire_ms, clock, tally, changelog)
 
     # -- the turn ---------------------------------------------------------------------
 
-    def pump(self, parts: Iterable[PartitionState]) -> int:
-        """Produce what is due, within the in-flight bound. Returns records produced."""
+    def pump(
+        self,
+        parts: Iterable[PartitionState],
+        until_ms: int | None = None,
+        horizon_ms: int | None = None,
+    ) -> int:
+        """Produce what is due by ``until_ms`` (default: now; the cancel horizon's
+        limit, ``bridge/cancels/horizon.py``), within the in-flight bound; what goes out
+        due after ``horizon_ms`` (the horizon itself, when the bound let it pass) is
+        counted. Returns records produced."""
         produced = 0
         limit = self._settings.max_in_flight_records
         outbox = self._outbox
+        self._until_ms = until_ms
+        self._horizon_ms = horizon_ms
         for part in parts:
             if part.role is not Role.ACTIVE:
                 continue  # restoring: nothing of it goes out yet
@@ -94,7 +106,8 @@ class Deliverer:
             while outbox.in_flight < limit:
                 if pipeline.front() is None:
                     room = min(limit - outbox.in_flight, limit - pipeline.unmarked)
-                    if room <= 0 or not pipeline.take(min(self._settings.batch_max_records, room)):
+                    batch = min(self._settings.batch_max_records, room)
+                    if room <= 0 or not pipeline.take(batch, until_ms):
                         break
                 done, blocked = self._produce_held(part)
                 produced += done
@@ -108,11 +121,18 @@ class Deliverer:
         blocked?): the producer queue is full, a rate limit said wait, or one was early."""
         pipeline = part.pipeline
         now_ms = self._clock.now_ms()
+        gate_ms = now_ms  # nothing due after it goes out: now, or the horizon's limit
+        if self._until_ms is not None and self._until_ms < now_ms:
+            gate_ms = self._until_ms
+        horizon = self._horizon_ms
+        past_from = horizon if horizon is not None and gate_ms > horizon else None
         now_s = time.monotonic()
         done = 0
         while (run := pipeline.front()) is not None:
             start = run.produced
-            sent = self._produce_run(part, run.records, start, run.batch, now_ms, now_s)
+            sent = self._produce_run(
+                part, run.records, start, run.batch, now_ms, now_s, gate_ms, past_from
+            )
             pipeline.produced(sent)
             done += sent
             if start + sent < len(run.records):
@@ -127,8 +147,12 @@ class Deliverer:
         batch: Batch,
         now_ms: int,
         now_s: float,
+        gate_ms: int,
+        past_from: int | None,
     ) -> int:
-        """The hot loop: produce ``records[start:]``; returns how many went out."""
+        """The hot loop: produce ``records[start:]``; returns how many went out. Nothing
+        due after ``gate_ms`` goes out; what is due after ``past_from`` (the cancel
+        horizon, when its bound let delivery pass it) is counted."""
         limits = self._limits if self._limits else None  # __bool__ once, not per record
         send = self._outbox.send
         first_outcome = self._first_outcome
@@ -140,11 +164,13 @@ class Deliverer:
             rec = due.record
             if limits is not None and not limits.allow(rec.target_topic, now_s):
                 return i - start
-            if now_ms < rec.due_ms:  # the store must never hand out early records
+            if gate_ms < rec.due_ms:  # the store must never hand out early records
                 self._tally.early += 1
-                early_ms = rec.due_ms - now_ms
+                early_ms = rec.due_ms - gate_ms
                 log.error("store handed out %s %d ms early; holding it", rec.id, early_ms)
                 return i - start
+            if past_from is not None and rec.due_ms > past_from:
+                self._tally.delivered_past_horizon += 1
             if rec.headers and rec.headers[-1][0] in ATTEMPT_HEADERS:  # parked, damaged, series
                 if not self._send(Attempt.of(part, due, batch)):
                     return i - start

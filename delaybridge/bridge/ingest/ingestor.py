@@ -35,13 +35,14 @@ there is room (``bridge/flow.py``). One owner thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Message, TopicPartition
 
+from delaybridge.bridge.cancels.own_horizons import OwnHorizons
 from delaybridge.bridge.cancels.requests import CancelRequest
 from delaybridge.bridge.ingest.side_writes import SideWrite, SideWriter
 from delaybridge.bridge.observe.tally import Tally
@@ -69,8 +70,17 @@ class Ingestor:
         tally: Tally,
         clock: Clock,
         changelog: Changelog | None = None,
+        horizons: OwnHorizons | None = None,
+        apply_here: Callable[[list[CancelRequest]], None] | None = None,
     ) -> None:
+        """``horizons``: told of every cancel written (the cancel horizon is on);
+        ``apply_here``: applies a batch's cancels to this process's stores at once, so
+        they need not come back from the cancel topic first (the horizon of an owned
+        partition is then where it is read, ``bridge/cancels/own_horizons.py``)."""
         self._changelog = changelog
+        self._horizons = horizons
+        self._apply_here = apply_here
+        self._requests: list[CancelRequest] = []
         self._rules = rules
         self._side = side
         self._dlt = dead_letter_topic
@@ -99,6 +109,10 @@ class Ingestor:
                 full[key] = rewind
         for key, writes in plan.later.items():
             self._side_writes(parts[key], writes, full.get(key))
+        if self._requests:
+            requests, self._requests = self._requests, []
+            if self._apply_here is not None:
+                self._apply_here(requests)
         return [TopicPartition(t, p, offset) for (t, p), offset in full.items()]
 
     def _side_writes(
@@ -185,20 +199,22 @@ class Ingestor:
     def _publish_cancel(
         self, part: PartitionState, msg: Message, cancel: Cancel, *, replace: bool = False
     ) -> None:
-        request = CancelRequest(
-            cancel.id, cancel.target_topic, _origin(msg), msg.timestamp()[1], replace
+        request = cancel_request(msg, cancel, replace)
+        self._requests.append(request)
+        offset = _offset(msg)
+        write = SideWrite(
+            part,
+            offset,
+            self._cancel_topic,
+            cancel.id.encode(),
+            request.encode(),
+            [],
+            shrinkable=False,
         )
-        self._side.write(
-            SideWrite(
-                part,
-                _offset(msg),
-                self._cancel_topic,
-                cancel.id.encode(),
-                request.encode(),
-                [],
-                shrinkable=False,
-            )
-        )
+        if self._horizons is not None:  # the horizon waits until it is read back
+            self._horizons.cancel_written(part.key, offset, msg.timestamp()[1])
+            write.on_ack = partial(self._horizons.cancel_acked, part.key, offset)
+        self._side.write(write)
         self._tally.cancels_published += not replace
 
     def _dead_letter(self, part: PartitionState, msg: Message, rej: Rejected) -> None:
@@ -221,6 +237,12 @@ def _readable_headers(msg: Message) -> list[tuple[str, bytes | None]]:
         return headers_of(msg)
     except Exception:
         return []
+
+
+def cancel_request(msg: Message, cancel: Cancel, replace: bool = False) -> CancelRequest:
+    """The cancel-topic record of a cancel read from ``msg``, or of the replace of the
+    schedule ``msg`` holds: sent at the record's time, from its origin."""
+    return CancelRequest(cancel.id, cancel.target_topic, _origin(msg), msg.timestamp()[1], replace)
 
 
 def _offset(msg: Message) -> int:

@@ -23,6 +23,7 @@ Not thread-safe: the service's owner thread calls it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -54,6 +55,8 @@ class SideWrite:
     """A dead letter: may be written without its value when too large."""
     shrink_step: int = 0
     hold: Hold | None = field(default=None)
+    on_ack: Callable[[Message | None], None] | None = None
+    """Told where Kafka put it (a cancel: the cancel horizon's bookkeeping)."""
 
     @property
     def where(self) -> str:
@@ -91,10 +94,12 @@ class SideWriter:
         )
         self._resender.send(write, QUEUE_WAIT_S)
 
-    def _acked(self, w: SideWrite, _msg: Message | None) -> None:
+    def _acked(self, w: SideWrite, msg: Message | None) -> None:
         assert w.hold is not None
         w.hold.done()  # step 2
         w.part.side_unacked -= 1
+        if w.on_ack is not None:
+            w.on_ack(msg)
 
     def _refused(self, w: SideWrite, write: Write, err: RdKafkaError) -> bool:
         """Steps 3 (shrink) and, in exactly-once mode, the doomed transaction's rule;

@@ -120,6 +120,13 @@ class Metrics:
             "(in flight or waiting for a retry); the delay-topic offset commit waits for them.",
             registry=r,
         )
+        self._horizon_lag = Gauge(
+            "delaybridge_cancel_horizon_lag_seconds",
+            "How far the cancel horizon is behind now: due messages later than it wait "
+            "until every delay-topic partition's cancels up to their due time are known "
+            "(at most cancel_horizon.bound_ms; docs/design/cancel-horizon.md).",
+            registry=r,
+        )
         self._paused = Gauge(
             "delaybridge_paused",
             "1 while an operator has paused this direction.",
@@ -218,6 +225,9 @@ class Metrics:
 
     def set_side_writes_unacked(self, records: int) -> None:
         self._side_unacked.set(records)
+
+    def set_cancel_horizon_lag_seconds(self, seconds: float) -> None:
+        self._horizon_lag.set(seconds)
 
     def set_paused(self, directions: Iterable[Direction]) -> None:
         paused = set(directions)

@@ -146,6 +146,12 @@ class Tally:
         "Exactly-once mode: transactions aborted (their partitions restarted from the "
         "last commit).",
     )
+    delivered_past_horizon: int = counted(
+        "delaybridge_deliveries_past_horizon",
+        "Messages delivered although some delay-topic partition's cancels up to their due "
+        "time were not known yet: cancel_horizon.bound_ms let them go "
+        "(docs/design/cancel-horizon.md). A cancel sent for them may have come too late.",
+    )
     lateness_ms: list[int] = field(default_factory=list)
     """``produce time - due time`` of every delivered record (the lateness histogram's
     batch; a value below 0 also counts in ``early``)."""

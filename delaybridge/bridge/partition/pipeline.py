@@ -54,9 +54,10 @@ class DeliveryPipeline:
         store's reader and this pipeline hold in memory for the partition."""
         self.closed = False
 
-    def take(self, max_records: int) -> int:
-        """Hold up to ``max_records`` more due records (one batch); returns how many."""
-        taken = self._store.take_due(max_records)
+    def take(self, max_records: int, until_ms: int | None = None) -> int:
+        """Hold up to ``max_records`` more due records (one batch), due by ``until_ms``
+        (default: now); returns how many."""
+        taken = self._store.take_due(max_records, until_ms)
         if taken:
             batch = Batch(taken[-1].cursor, len(taken), len(taken))
             self._batches.append(batch)

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import Message
+from confluent_kafka import Message, TopicPartition
 
 from tests.fakes import FakeAdmin, FakeCluster, FakeConsumer, FakeProducer
 from tests.fakes.cluster import Txn
@@ -59,13 +59,16 @@ class OffsetsAdmin(FakeAdmin):
             self.cluster.topics.pop(name, None)
         return {name: _done(None) for name in names}
 
-    def list_offsets(self, requests: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
+    def list_offsets(
+        self, topic_partition_offsets: dict[TopicPartition, Any], **kwargs: Any
+    ) -> dict[TopicPartition, Future[Any]]:
         def offset(tp: Any, spec: Any) -> int:
             earliest = "Earliest" in type(spec).__name__
             return 0 if earliest else self.cluster.end(tp.topic, tp.partition)
 
         return {
-            tp: _done(SimpleNamespace(offset=offset(tp, spec))) for tp, spec in requests.items()
+            tp: _done(SimpleNamespace(offset=offset(tp, spec)))
+            for tp, spec in topic_partition_offsets.items()
         }
 
 

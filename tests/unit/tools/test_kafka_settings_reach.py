@@ -69,7 +69,8 @@ def test_sidecar_builds_admin_producer_cancel_feed_restore_and_group_consumers(
     service = Service(settings)
     service.run(on_ready=service.stop)
 
-    kinds = ["AdminClient", "Producer", "Consumer", "Consumer", "Consumer"]  # group, feed, restore
+    # group, cancel feed, cancel scout, restore
+    kinds = ["AdminClient", "Producer", "Consumer", "Consumer", "Consumer", "Consumer"]
     assert_all_secured(fake_kafka, kinds)
     consumers = [conf for kind, conf in fake_kafka.built if kind == "Consumer"]
     (group,) = [conf for conf in consumers if "group.instance.id" in conf]  # only the member

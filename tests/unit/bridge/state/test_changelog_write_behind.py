@@ -194,8 +194,8 @@ def test_aged_values_wait_while_deliveries_fill_the_producer(tmp_path: Path) -> 
         side.send(schedule(f"later{i}", 600_000))
     side.turns(2)
     side.producer.hold_acks = True  # the broker is slow to answer
-    for i in range(2):
-        side.send(schedule(f"now{i}", 0), partition=1)
+    for _ in range(2):  # no id: no replace on the cancel topic, only the deliveries
+        side.send([("delay-target-topic", ORDERS), ("delay-ms", "0")], partition=1)
     side.turns(2, advance_ms=100)
     assert len(side.producer) >= 2  # in flight: the producer is full
     side.clock.advance(5_500)

@@ -1,0 +1,239 @@
+"""The horizons of the partitions this process owns: verified here, published for the others.
+
+For an owned delay-topic partition P, the horizon h(P) (``horizon.py``) is established in
+two steps:
+
+1. **a check** every ``cancel_horizon.interval_ms``: a ListOffsets request for the end
+   of every owned partition (read_committed: what a transaction has not committed is
+   not appended yet), issued at t0. The broker answers with ends as of a moment after
+   t0, so every record appended to P before t0 is below P's answer E(P);
+2. **read through**: once P is read at E(P) or past it — by ingest's consumer (ingest
+   handles what ``consume`` returns in the same turn) or, while ingest waits, by the
+   cancel scout (``bridge/ingest/scout.py``) — everything appended before t0 has been
+   read, and the cancels among it were applied to this process's stores as they were
+   read: here, h(P) = t0.
+
+For the other processes, the word is published to the horizon topic (compacted, one
+record per owner) once the cancels it covers are on the cancel topic: h(P) = t0 when
+every cancel P's records below E(P) produced is acknowledged, otherwise the send time of
+the earliest one that is not (everything sent before it is there; a cancel applies to
+messages due after it was sent). With it go, for each cancel-topic partition, the offset
+past the last cancel this owner wrote there: another process's feed takes the word once
+it has read that far.
+
+Not thread-safe: the service's owner thread calls it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import KafkaException, Message, TopicPartition
+
+from delaybridge.bridge.cancels.horizon import CancelHorizon, PartKey, RemoteHorizon
+from delaybridge.bridge.produce.outbox import Outbox
+from delaybridge.connectors.edge import AdminEdge
+
+log = logging.getLogger(__name__)
+#: The header that marks a record of the horizon topic (the value says what it is).
+HORIZON_HEADER = "delaybridge-horizon"
+
+
+@dataclass(eq=False, slots=True)
+class _Written:
+    """A cancel on its way: when it was sent, and where the cancel topic put it."""
+
+    sent_ms: int
+    at: tuple[int, int] | None = None
+    """(cancel-topic partition, offset); None: not acknowledged yet."""
+
+
+@dataclass(eq=False, slots=True)
+class _Cancels:
+    """The cancels of one owned partition still on their way, by source offset."""
+
+    written: dict[int, _Written] = field(default_factory=dict)
+
+    def settle(self, end: int) -> int | None:
+        """Forget the cancels from offsets below ``end`` the cancel topic acknowledged;
+        the send time of the earliest one it has not, or None when it has all."""
+        earliest: int | None = None
+        for offset, w in list(self.written.items()):
+            if offset >= end:
+                continue
+            if w.at is not None:
+                del self.written[offset]
+            elif earliest is None or w.sent_ms < earliest:
+                earliest = w.sent_ms
+        return earliest
+
+
+@dataclass(eq=False, slots=True)
+class _Check:
+    issued_ms: int
+    futures: dict[TopicPartition, Future[Any]]
+
+
+class OwnHorizons:
+    """Establishes and publishes the horizons of the owned partitions."""
+
+    def __init__(
+        self,
+        horizon: CancelHorizon,
+        admin: AdminEdge,
+        outbox: Outbox,
+        topic: str,
+        owner: str,
+        interval_ms: int,
+    ) -> None:
+        """``topic``: the horizon topic; ``owner``: this process's key on it."""
+        self._horizon = horizon
+        self._admin = admin
+        self._outbox = outbox
+        self._topic = topic
+        self._owner = owner.encode()
+        self._interval_ms = interval_ms
+        self._cancels: dict[PartKey, _Cancels] = {}
+        self._ends: dict[int, int] = {}
+        """Per cancel-topic partition, the offset past the last cancel acknowledged."""
+        self._check: _Check | None = None
+        self._last_check_ms = -(2**62)
+        self._read: dict[PartKey, tuple[int, int]] = {}
+        """Per partition, the newest check it was read through: (t0, end)."""
+        self._published: dict[PartKey, int] = {}
+
+    # -- what ingest tells it ---------------------------------------------------------
+
+    def cancel_written(self, key: PartKey, offset: int, sent_ms: int) -> None:
+        """A cancel (or replace) from offset ``offset`` of ``key``, sent at ``sent_ms``,
+        is being written."""
+        self._cancels.setdefault(key, _Cancels()).written[offset] = _Written(sent_ms)
+
+    def cancel_acked(self, key: PartKey, offset: int, msg: Message | None) -> None:
+        """The cancel topic acknowledged it, at ``msg``'s partition and offset."""
+        if msg is None:
+            return
+        partition: Any = msg.partition()
+        at: Any = msg.offset()
+        if partition is None or at is None or at < 0:
+            return
+        written = self._cancels.get(key, _Cancels()).written.get(offset)
+        if written is not None:
+            written.at = (int(partition), int(at))
+        self._ends[int(partition)] = max(self._ends.get(int(partition), 0), int(at) + 1)
+
+    def released(self, keys: Iterable[PartKey]) -> None:
+        """These partitions left this process."""
+        keys = list(keys)
+        for key in keys:
+            self._cancels.pop(key, None)
+            self._read.pop(key, None)
+            self._published.pop(key, None)
+        self._horizon.released(keys)
+
+    # -- every turn ---------------------------------------------------------------------
+
+    def step(
+        self,
+        owned: Iterable[PartKey],
+        positions: Callable[[list[PartKey]], Mapping[PartKey, int]],
+        now_ms: int,
+    ) -> None:
+        """Issue the next check when it is time (step 1), and collect a finished one
+        (step 2: ``positions(keys)`` says how far each partition is read: ingest's
+        consumer, or the cancel scout while ingest waits)."""
+        owned = list(owned)
+        self._horizon.owned(owned)
+        if self._check is None and owned and now_ms - self._last_check_ms >= self._interval_ms:
+            self._issue(owned, now_ms)
+        check = self._check
+        if check is not None and all(f.done() for f in check.futures.values()):
+            self._check = None
+            self._read_through(check, positions)
+
+    def _issue(self, owned: list[PartKey], now_ms: int) -> None:
+        from confluent_kafka import IsolationLevel
+        from confluent_kafka.admin import OffsetSpec
+
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        wanted = {TopicPartition(t, p): latest for t, p in owned}
+        try:
+            futures = self._admin.list_offsets(
+                wanted, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10
+            )
+        except KafkaException as exc:
+            log.debug("cancel horizon check not issued: %s", exc)
+            return
+        self._last_check_ms = now_ms
+        self._check = _Check(now_ms, futures)
+
+    def _read_through(
+        self, check: _Check, positions: Callable[[list[PartKey]], Mapping[PartKey, int]]
+    ) -> None:
+        """Step 2 for every partition the check answered."""
+        ends: dict[PartKey, int] = {}
+        for tp, future in check.futures.items():
+            try:
+                ends[(tp.topic, tp.partition)] = int(future.result().offset)
+            except KafkaException as exc:  # the next check asks again
+                log.debug("cancel horizon check of %s/%d: %s", tp.topic, tp.partition, exc)
+        if not ends:
+            return
+        read = positions(list(ends))
+        for key, end in ends.items():
+            if read.get(key, -1) < end:
+                continue  # not read through: the horizon waits for the next check
+            self._read[key] = (check.issued_ms, end)
+            self._horizon.local(key, check.issued_ms)
+
+    def publish(self, owned: Iterable[PartKey]) -> None:
+        """Publish the owned partitions' horizons that moved, as far as the cancel topic
+        has their cancels (best effort: a lost one is superseded by the next)."""
+        horizons = {}
+        for key in owned:
+            read = self._read.get(key)
+            if read is None:
+                continue
+            t0, end = read
+            cancels = self._cancels.get(key)
+            earliest = None if cancels is None else cancels.settle(end)
+            horizons[key] = t0 if earliest is None else min(t0, earliest)
+        moved = {k: h for k, h in horizons.items() if h > self._published.get(k, -1)}
+        if not moved:
+            return
+        self._published.update(moved)
+        doc = {
+            "horizons": {f"{t}/{p}": h for (t, p), h in sorted(horizons.items())},
+            "cancel_ends": {str(c): o for c, o in sorted(self._ends.items())},
+        }
+        self._outbox.send(
+            self._topic,
+            orjson.dumps(doc),
+            self._owner,
+            [(HORIZON_HEADER, b"1")],
+            _ignore_report,
+        )
+
+
+def _ignore_report(_err: RdKafkaError | None, _msg: Message | None) -> None:
+    """A horizon record that failed is superseded by the next one."""
+
+
+def parse_word(raw: bytes | None) -> dict[PartKey, RemoteHorizon]:
+    """An owner's record of the horizon topic, as the feed reads it; {} if unreadable."""
+    try:
+        doc = orjson.loads(raw or b"")
+        ends = {int(c): int(o) for c, o in doc.get("cancel_ends", {}).items()}
+        out: dict[PartKey, RemoteHorizon] = {}
+        for name, h in doc["horizons"].items():
+            topic, _, partition = str(name).rpartition("/")
+            out[(topic, int(partition))] = RemoteHorizon(int(h), ends)
+        return out
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return {}

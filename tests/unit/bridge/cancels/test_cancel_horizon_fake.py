@@ -1,0 +1,125 @@
+"""The cancel horizon on the fakes: a cancel Kafka appended before its message was due wins,
+whichever partition it landed in and whichever replica is down (issue 25, item 1).
+
+Two replicas share the delay topic's two partitions ('a' owns 0, 'b' owns 1). A replica
+that stops turning is one that is down or restarting while keeping its partitions (a
+static member between SIGTERM and its return): its partitions are unread meanwhile.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from delaybridge.bridge.flow import Direction
+from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
+
+BOUND_MS = 20_000
+
+
+def pair(tmp_path: Path, **overrides: Any) -> tuple[FakeSidecar, FakeSidecar]:
+    a = FakeSidecar(tmp_path / "a", **overrides)
+    b = FakeSidecar(tmp_path / "b", clock=a.clock, cluster=a.cluster, **overrides)
+    for _ in range(3):
+        a.turns(1)
+        b.turns(1)
+    assert set(a.service.partitions.by_key) == {(DELAY, 0)}
+    assert set(b.service.partitions.by_key) == {(DELAY, 1)}
+    return a, b
+
+
+def both(a: FakeSidecar, b: FakeSidecar, turns: int, advance_ms: int = 0) -> None:
+    for _ in range(turns):
+        a.turns(1, advance_ms=advance_ms)
+        b.turns(1)
+        a.checkpoint()
+        b.checkpoint()
+
+
+def test_a_cancel_in_a_partition_whose_owner_is_down_wins(tmp_path: Path) -> None:
+    a, b = pair(tmp_path, cancel_horizon={"bound_ms": BOUND_MS})
+    a.send(schedule("order", 3_000), partition=0)
+    both(a, b, 3, advance_ms=100)  # stored by 'a'; horizons published and read
+    # 'b' stops reading (a rolling restart): a cancel lands in its partition, before due
+    b.send([("delay-cancel", "order")], partition=1)
+    for _ in range(20):  # 'order' falls due while 'b' is away: 'a' must wait
+        a.turns(1, advance_ms=200)
+        a.checkpoint()
+    assert a.delivered() == []
+    both(a, b, 6, advance_ms=100)  # 'b' is back: it reads the cancel, 'a' applies it
+    both(a, b, 10, advance_ms=1_000)
+    assert a.delivered() == [] and b.delivered() == []
+    assert a.service.partitions.by_key[(DELAY, 0)].store.stats().cancelled_total == 1
+    a.stop()
+    b.stop()
+
+
+def test_without_the_rule_that_cancel_comes_too_late(tmp_path: Path) -> None:
+    # The same, with the rule off: what the issue saw in rolling restarts.
+    a, b = pair(tmp_path, cancel_horizon={"bound_ms": 0})
+    a.send(schedule("order", 3_000), partition=0)
+    both(a, b, 3, advance_ms=100)
+    b.send([("delay-cancel", "order")], partition=1)
+    for _ in range(20):
+        a.turns(1, advance_ms=200)
+        a.checkpoint()
+    assert [h["delay-id"] for h in a.delivered()] == ["order"]
+    a.stop()
+    b.stop()
+
+
+def test_past_the_bound_delivery_goes_on_and_is_counted(tmp_path: Path) -> None:
+    a, b = pair(tmp_path, cancel_horizon={"bound_ms": BOUND_MS})
+    a.send(schedule("order", 3_000), partition=0)
+    both(a, b, 3, advance_ms=100)
+    for _ in range(15):  # 'b' gone for 30 s: longer than the bound
+        a.turns(1, advance_ms=2_000)
+        a.checkpoint()
+    assert [h["delay-id"] for h in a.delivered()] == ["order"]
+    metrics = a.service.metrics.registry
+    assert metrics.get_sample_value("delaybridge_deliveries_past_horizon_total") == 1
+    lag = metrics.get_sample_value("delaybridge_cancel_horizon_lag_seconds")
+    assert lag is not None and lag >= BOUND_MS / 1000
+    a.stop()
+    b.stop()
+
+
+def test_a_restarted_owner_reads_its_own_backlog_before_its_overdue_messages(
+    tmp_path: Path,
+) -> None:
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("order", 2_000))
+    side.turns(2, advance_ms=100)
+    side.checkpoint()
+    side.kill9()
+    side.send([("delay-cancel", "order")])  # acknowledged while its owner was down
+    side.clock.advance(10_000)  # 'order' is overdue when the owner comes back
+    again = FakeSidecar(tmp_path, clock=side.clock, cluster=side.cluster)
+    for _ in range(10):
+        again.turns(1, advance_ms=100)
+        again.checkpoint()
+    assert again.delivered() == []
+    assert again.service.partitions.by_key[(DELAY, 0)].store.stats().cancelled_total == 1
+    again.stop()
+
+
+def test_an_ingest_pause_does_not_stop_the_horizon(tmp_path: Path) -> None:
+    # Ingest paused by an operator: schedules wait in Kafka, but cancels are still read
+    # (the cancel scout), so the horizon moves and due messages go out on time.
+    side = FakeSidecar(tmp_path, cancel_horizon={"bound_ms": BOUND_MS})
+    side.send(schedule("kept", 2_000))
+    side.send(schedule("cancelled", 2_000), partition=1)
+    side.turns(3, advance_ms=100)
+    side.checkpoint()
+    side.service.flow.set_paused(Direction.ENQUEUE, True)
+    side.send([("delay-cancel", "cancelled")], partition=0)
+    side.send(schedule("later", 60_000))  # waits in Kafka while ingest is paused
+    for _ in range(15):
+        side.turns(1, advance_ms=200)
+        side.checkpoint()
+    assert [h["delay-id"] for h in side.delivered()] == ["kept"]
+    assert (
+        side.service.metrics.registry.get_sample_value("delaybridge_deliveries_past_horizon_total")
+        == 0
+    )
+    side.stop()
