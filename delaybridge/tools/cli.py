@@ -6,6 +6,7 @@ delaybridge bench e2e [--config FILE | --bootstrap HOST:PORT] [--messages N] [--
 delaybridge bench hotpath [--records N] [--package NAME=DIR]
 delaybridge bench ingest [--records N] [--repeat N]
 delaybridge bench restore [--bootstrap HOST:PORT] [--pending 1000000,10000000]
+delaybridge bench roll [--bootstrap HOST:PORT] [--rate 200] [--seconds 150] [--set KEY=VALUE]
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Any
+
+from delaybridge.tools.scenario.overlay import load_overlay, parse_set
 
 
 def register(commands: Any, bench: Any) -> None:
@@ -108,6 +111,43 @@ def register(commands: Any, bench: Any) -> None:
     failover.add_argument("--json", type=Path, default=Path("bench-results/failover.json"))
     failover.set_defaults(handler=_failover)
 
+    roll = bench.add_parser(
+        "roll",
+        help="a rolling restart under load with cancels: restart times, lateness, "
+        "lost / early / cancelled delivered / duplicates",
+    )
+    roll.add_argument("--bootstrap", help="an existing broker (default: start a local one)")
+    roll.add_argument("--replicas", type=int, default=3, help="sidecar replicas")
+    roll.add_argument("--partitions", type=int, default=6, help="delay-topic partitions")
+    roll.add_argument("--rate", type=int, default=200, help="schedules per second")
+    roll.add_argument("--seconds", type=float, default=150, help="how long the load runs")
+    roll.add_argument(
+        "--steady-s", type=float, default=20, help="seconds of load before the first restart"
+    )
+    roll.add_argument(
+        "--kill-down-s", type=float, default=10, help="the SIGKILLed replica's downtime"
+    )
+    roll.add_argument("--cancel-share", type=float, default=0.3, help="share cancelled")
+    roll.add_argument(
+        "--set",
+        type=parse_set,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a sidecar setting by its dotted path, the value in YAML "
+        "(e.g. store.cancel_grace_ms=2000); repeatable",
+    )
+    roll.add_argument(
+        "--overlay",
+        type=load_overlay,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a YAML file of sidecar settings laid over the benchmark's (before --set)",
+    )
+    roll.add_argument("--json", type=Path, default=Path("bench-results/roll.json"))
+    roll.set_defaults(handler=_roll)
+
 
 def _demo(args: argparse.Namespace) -> int:
     from delaybridge.tools.demo import run_demo
@@ -131,6 +171,12 @@ def _failover(args: argparse.Namespace) -> int:
     from delaybridge.tools.bench_failover import run_failover_bench
 
     return run_failover_bench(args)
+
+
+def _roll(args: argparse.Namespace) -> int:
+    from delaybridge.tools.bench_roll import run_roll_bench
+
+    return run_roll_bench(args)
 
 
 def _restore(args: argparse.Namespace) -> int:
