@@ -130,6 +130,16 @@ class Partitions:
         if abandon and self.commit.alive:
             self.restart(consumer)
 
+    def consumer_died(self) -> None:
+        """The group consumer failed for good (it is being replaced): every owned
+        partition is lost, as :meth:`on_lost` loses them, with no consumer to tell."""
+        abandon = self.commit.lost()
+        for key in list(self.by_key):
+            if abandon:
+                self.close(key, abandon=True)
+            else:
+                self._set_aside(key)
+
     def _set_aside(self, key: PartKey) -> None:
         """A lost partition waits for its deliveries' reports (see the module docstring)."""
         part = self.by_key.pop(key, None)

@@ -36,6 +36,7 @@ import time
 import uuid
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException, TopicPartition
@@ -118,7 +119,12 @@ class Service:
         self.outbox = Outbox(make_producer())
         self.resender = Resender(self.outbox, self.retries, clock)
         self.commits = CommitResults()  # refused offset commits are sent again
-        self.consumer = self._clients.consumer(CONSUMER_OVERRIDES | on_error | self.commits.conf)
+        self._consumer_overrides = (
+            CONSUMER_OVERRIDES | {"error_cb": self._consumer_error} | self.commits.conf
+        )
+        self.consumer = self._clients.consumer(self._consumer_overrides)
+        self._consumer_failed: str | None = None
+        """Why the group consumer failed for good (fenced): it is replaced next turn."""
         self.transactions = _transactions(s, self.outbox, self.tally, make_producer)
         poisoned = None if self.transactions is None else Poisoned()
         self.flow = FlowControl(
@@ -199,6 +205,7 @@ class Service:
             self.changelog,
             self.horizons,
             self._apply_here if self.horizons is not None else None,
+            self._consumer_error,
         )
         self.scout = None
         if self.horizons is not None:
@@ -216,7 +223,7 @@ class Service:
             )
         guard = None
         if poisoned is not None:
-            guard = ExactlyOnceGuard(poisoned, TargetCheck(self.consumer.list_topics))
+            guard = ExactlyOnceGuard(poisoned, TargetCheck(self._list_topics))
         self.deliverer = Deliverer(
             self.outbox, s.delivery, dlt, clock, self.tally, self.resender, self.changelog, guard
         )
@@ -297,10 +304,7 @@ class Service:
         if self.transactions is not None:
             self.transactions.init()  # fences our previous incarnation, aborts its txn
         self.feed.start(self.clock.now_ms(), timeout_s=30)
-        p = self.partitions
-        self.consumer.subscribe(
-            s.subscription(), on_assign=p.on_assign, on_revoke=p.on_revoke, on_lost=p.on_lost
-        )
+        self._subscribe()
         self.control.commands.start()
         self.control.started = True
         log.info(
@@ -310,8 +314,22 @@ class Service:
             s.store.data_dir,
         )
 
+    def _subscribe(self) -> None:
+        p = self.partitions
+        self.consumer.subscribe(
+            self.settings.subscription(),
+            on_assign=p.on_assign,
+            on_revoke=p.on_revoke,
+            on_lost=p.on_lost,
+        )
+
+    def _list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        return self.consumer.list_topics(topic, timeout=timeout)
+
     def turn(self) -> None:
         """One turn of the loop: the numbered steps of the module docstring."""
+        if self._consumer_failed is not None:
+            self._replace_consumer()
         self.control.beat()
         self.control.commands.run_pending()  # 1
         messages = self.consumer.consume(  # 2
@@ -409,6 +427,40 @@ class Service:
         for tp in full:
             self.consumer.seek(tp)
         self.flow.set_disk_full(True)
+
+    def _consumer_error(self, err: RdKafkaError) -> None:
+        """The group consumer's error callback. A fatal error leaves the consumer dead
+        (a static member fenced, here typically by its own rejoin after its session
+        expired while the broker was frozen: librdkafka issue #3437); the loop replaces
+        it at the start of its next turn (not inside this callback, which runs inside
+        ``consume``)."""
+        if err.fatal():
+            if self._consumer_failed is None:
+                log.error(
+                    "the group consumer failed for good: %s [%s]; replacing it",
+                    err.str(),
+                    err.name(),
+                )
+            self._consumer_failed = f"{err.str()} [{err.name()}]"
+            return
+        self._client_error(err)
+
+    def _replace_consumer(self) -> None:
+        """A new group consumer in place of a dead one: its partitions count as lost
+        (at-least-once: their deliveries' reports still awaited; exactly-once: the
+        transaction aborted), and the new consumer joins as the same member, which
+        takes them back."""
+        why = self._consumer_failed
+        self._consumer_failed = None
+        self.partitions.consumer_died()
+        try:
+            self.consumer.close()
+        except KafkaException as exc:  # it is dead already
+            log.debug("closing the failed group consumer: %s", exc)
+        self.consumer = self._clients.consumer(self._consumer_overrides)
+        self.flow.attach(self.consumer)
+        self._subscribe()
+        log.warning("group consumer replaced (it failed: %s); rejoining the group", why)
 
     def _client_error(self, err: RdKafkaError) -> None:
         """librdkafka's error callback (inside poll/consume, on the owner thread). Most

@@ -112,7 +112,9 @@ def _decide(
     """classify() on a record's fields (``ingest_batch`` has no SourceRecord to build), and
     whether a schedule replaces; ``timer``: a schedule as the TimerRecord to store."""
     found = _control_values(headers)
-    cancel_id = found.get(DELAY_CANCEL) or found.get(RMQ_CANCEL)
+    cancel_id = found.get(DELAY_CANCEL)
+    if cancel_id is None:
+        cancel_id = found.get(RMQ_CANCEL)
     target = found.get(TARGET_TOPIC) or found.get(ETF1_TARGET_TOPIC)
     if cancel_id is not None:
         return Cancel(_checked_id(cancel_id, DELAY_CANCEL), _cancel_target(target, rules)), False
@@ -296,6 +298,8 @@ def _message_id(key: bytes | None, found: dict[str, str], default_id: str) -> st
 
 
 def _checked_id(id: str, where: str) -> str:
+    if not id:  # names nothing: a cancel would cancel nothing, a replace is unreadable
+        raise Rejection(Reason.BAD_HEADER, f"{where}: an id must not be empty")
     if len(id) > MAX_ID_BYTES // 4 and len(id.encode()) > MAX_ID_BYTES:
         detail = f"{where}: id of {len(id.encode())} bytes (max {MAX_ID_BYTES})"
         raise Rejection(Reason.BAD_HEADER, detail)

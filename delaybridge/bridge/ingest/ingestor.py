@@ -72,6 +72,7 @@ class Ingestor:
         changelog: Changelog | None = None,
         horizons: OwnHorizons | None = None,
         apply_here: Callable[[list[CancelRequest]], None] | None = None,
+        on_fatal: Callable[[RdKafkaError], None] | None = None,
     ) -> None:
         """``horizons``: told of every cancel written (the cancel horizon is on);
         ``apply_here``: applies a batch's cancels to this process's stores at once, so
@@ -80,6 +81,8 @@ class Ingestor:
         self._changelog = changelog
         self._horizons = horizons
         self._apply_here = apply_here
+        self._on_fatal = on_fatal
+        """Told of a fatal consume error: the consumer is dead (the service replaces it)."""
         self._requests: list[CancelRequest] = []
         self._rules = rules
         self._side = side
@@ -96,7 +99,9 @@ class Ingestor:
         plan = ingest_batch(messages, self._rules, self._clock.now_ms(), partial(_upto, parts))
         for msg in plan.errors:
             err = msg.error()
-            if err.code() != RdKafkaError._PARTITION_EOF:
+            if err.fatal() and self._on_fatal is not None:
+                self._on_fatal(err)
+            elif err.code() != RdKafkaError._PARTITION_EOF:
                 log.warning("consume error on %s [%s]: %s", msg.topic(), msg.partition(), err.str())
         for key, msg, exc in plan.failures:
             log.error("deciding about %s/%s/%s failed", *key, msg.offset(), exc_info=exc)

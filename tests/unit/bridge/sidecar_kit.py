@@ -56,7 +56,10 @@ class FakeSidecar:
 
     @property
     def consumer(self) -> FakeConsumer:
-        return self.clients.consumers[0]
+        """The service's group consumer (a new one if it replaced a failed one)."""
+        consumer = self.service.consumer
+        assert isinstance(consumer, FakeConsumer)
+        return consumer
 
     def send(
         self,

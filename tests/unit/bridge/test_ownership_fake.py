@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from confluent_kafka import KafkaError
+
 from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
 
 
@@ -86,3 +88,28 @@ def test_a_lost_partition_is_flushed_with_its_acks_once_its_reports_are_in(
     again.turns(3, advance_ms=200)
     assert [h["delay-id"] for h in again.delivered()] == ["x"]
     again.stop()
+
+
+def test_a_fenced_group_consumer_is_replaced_and_delivery_goes_on(tmp_path: Path) -> None:
+    # A static member whose session expired (the broker frozen) can be fenced by its
+    # own rejoin: librdkafka then raises a fatal consumer error and the consumer is dead.
+    # The sidecar builds a new one, which takes the partitions back, instead of leaving
+    # them unowned with /healthz still 200.
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("x", 1_000))
+    side.turns(2)
+    fenced = side.consumer
+    error_cb = fenced.config["error_cb"]
+    error_cb(
+        KafkaError(
+            KafkaError._FATAL,
+            "Static consumer fenced by other consumer with same group.instance.id",
+            fatal=True,
+        )
+    )
+    side.turns(3)
+    assert side.service.consumer is not fenced and fenced.closed
+    assert side.service.control.healthy()
+    side.turns(3, advance_ms=1_000)
+    assert [h["delay-id"] for h in side.delivered()] == ["x"]
+    side.stop()

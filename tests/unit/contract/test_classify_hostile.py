@@ -76,6 +76,16 @@ def test_an_id_longer_than_the_store_format_allows_is_bad_header() -> None:
     assert isinstance(ok, Schedule)
 
 
+@pytest.mark.parametrize(
+    "header", [("delay-id", ""), ("UNIQ_KEY", ""), ("delay-cancel", ""), ("TIMER_DEL_UNIQKEY", "")]
+)
+def test_an_empty_id_is_bad_header(header: tuple[str, str]) -> None:
+    # An empty id named nothing: a schedule with one published a replace the cancel
+    # topic's readers refuse ('id' must be a non-empty string), and a cancel with one
+    # cancelled nothing; found by the ingest property test (test_ingest_poison.py).
+    assert reason_of(T, ("delay-ms", "5"), header) == Reason.BAD_HEADER
+
+
 def test_too_many_headers_or_a_huge_header_name_is_bad_header() -> None:
     many = [T, ("delay-ms", "5")] + [("h", "1")] * 65_536
     assert reason_of(*many) == Reason.BAD_HEADER
