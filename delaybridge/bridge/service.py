@@ -397,8 +397,6 @@ class Service:
         """Every flush interval: durability, then metrics and flow control."""
         self.partitions.settle_lost()
         self._checkpoint(self.commit.checkpoint)
-        if self.horizons is not None:
-            self.horizons.publish(self._owned_keys())
         load = self.telemetry.publish(self.partitions, self.consumer, self.outbox.in_flight)
         self.metrics.set_cancel_horizon_lag_seconds(self.horizon.lag_ms(self.clock.now_ms()) / 1000)
         free = shutil.disk_usage(self.settings.store.data_dir).free

@@ -156,6 +156,7 @@ class OwnHorizons:
         if check is not None and all(f.done() for f in check.futures.values()):
             self._check = None
             self._read_through(check, positions)
+            self.publish(owned)  # at once: the other processes' deliveries wait for it
 
     def _issue(self, owned: list[PartKey], now_ms: int) -> None:
         from confluent_kafka import IsolationLevel
