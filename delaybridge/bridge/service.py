@@ -81,6 +81,8 @@ from delaybridge.settings import Settings
 from delaybridge.timerlog import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
+#: How long the loop sleeps while due messages wait for the cancel horizon.
+HORIZON_WAIT_MS = 10
 #: The cancel horizon's topic: one record per owner, compacted, so a replica starting
 #: reads every owner's last word in a few records (bridge/cancels/own_horizons.py).
 HORIZON_TOPIC_CONFIG = {
@@ -345,7 +347,9 @@ class Service:
             self.ledger.apply(self.partitions, cancels, now_ms)
         if self.horizons is not None and self.scout is not None:
             self.scout.step(self._waiting())
-            self.horizons.step(self._owned_keys(), self._read_positions, now_ms)
+            due = self.partitions.next_due_ms(now_ms + 1) <= now_ms
+            urgent = due and self.horizon.limit_ms(now_ms) < now_ms
+            self.horizons.step(self._owned_keys(), self._read_positions, now_ms, urgent)
         restoring = self.partitions.restoring
         batch = self.settings.changelog.restore_batch_records
         if restoring is not None:  # 5
@@ -485,8 +489,9 @@ class Service:
         tick_ms = self.settings.store.tick_ms
         wake = self.partitions.next_due_ms(now + tick_ms)
         if wake <= now and self.horizon.limit_ms(now) < now:
-            # Due, and held back by the cancel horizon: look again when it may move.
-            wake = now + min(tick_ms, self.settings.cancel_horizon.interval_ms)
+            # Due, and held back by the cancel horizon: look again soon (a word from
+            # another owner, or this process's own check, may move it any moment).
+            wake = now + min(tick_ms, HORIZON_WAIT_MS)
         retry = self.retries.next_ms()
         if retry is not None:
             wake = min(wake, retry)

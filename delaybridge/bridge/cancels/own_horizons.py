@@ -144,13 +144,17 @@ class OwnHorizons:
         owned: Iterable[PartKey],
         positions: Callable[[list[PartKey]], Mapping[PartKey, int]],
         now_ms: int,
+        urgent: bool = False,
     ) -> None:
         """Issue the next check when it is time (step 1), and collect a finished one
         (step 2: ``positions(keys)`` says how far each partition is read: ingest's
-        consumer, or the cancel scout while ingest waits)."""
+        consumer, or the cancel scout while ingest waits). ``urgent``: messages here
+        are due and wait for the horizon: check now rather than at the interval (a
+        process that owns every partition then waits one round trip, not an interval)."""
         owned = list(owned)
         self._horizon.owned(owned)
-        if self._check is None and owned and now_ms - self._last_check_ms >= self._interval_ms:
+        since = now_ms - self._last_check_ms
+        if self._check is None and owned and (since >= self._interval_ms or urgent):
             self._issue(owned, now_ms)
         check = self._check
         if check is not None and all(f.done() for f in check.futures.values()):

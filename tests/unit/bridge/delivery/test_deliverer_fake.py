@@ -19,8 +19,10 @@ def test_a_full_producer_queue_holds_records_and_delivers_them_in_order_later(
     side.producer.queue_capacity = 3
     side.producer.hold_acks = True
     side.turns(1, advance_ms=300)
-    assert len(side.producer) == 3
-    assert side.service.partitions.by_key[(DELAY, 0)].pipeline.held == 7
+    assert len(side.producer) == 3  # full (a cancel horizon record may take a place)
+    queued = sum(q.topic == ORDERS for q in side.producer.queue)
+    assert 0 < queued <= 3
+    assert side.service.partitions.by_key[(DELAY, 0)].pipeline.held == 10 - queued
     side.producer.hold_acks = False
     side.turns(5)
     assert [h["delay-id"] for h in side.delivered()] == [f"m{i}" for i in range(10)]
