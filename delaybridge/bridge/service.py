@@ -164,6 +164,9 @@ class Service:
                 s.horizon_topic,
                 owner,
                 s.cancel_horizon.interval_ms,
+                s.cancel_topic,
+                self.feed.position,
+                self.feed.partitions,
             )
         state = assembly.build(
             s,
@@ -379,10 +382,13 @@ class Service:
 
     def _read_positions(self, keys: list[PartKey]) -> dict[PartKey, int]:
         """How far each partition is read: by ingest's consumer, or by the scout."""
-        read: dict[PartKey, int] = {}
+        # Where ingest's consumer resumes is read already (a partition it has not
+        # consumed from yet has no position of its own).
+        read = {p.key: p.offsets.commit_position() for p in self.partitions if p.key in keys}
         try:
             for tp in self.consumer.position([TopicPartition(t, p) for t, p in keys]):
-                read[(tp.topic, tp.partition)] = tp.offset
+                key = (tp.topic, tp.partition)
+                read[key] = max(read.get(key, -1), tp.offset)
         except KafkaException:
             pass  # the scout's word, if any; the next check asks again
         if self.scout is not None:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from delaybridge.bridge.cancels.horizon import CancelHorizon
 from delaybridge.bridge.cancels.ledger import apply_cancels
@@ -146,9 +146,20 @@ class CancelFeed:
             raise KafkaError(f"cancel horizon topic {self._horizon_topic!r} is not usable")
         return [TopicPartition(self._horizon_topic, p, OFFSET_BEGINNING) for p in topic.partitions]
 
+    def partitions(self) -> list[int]:
+        """The cancel topic's partitions this feed reads."""
+        return sorted(self._next)
+
     def position(self, partition: int) -> int:
-        """The next offset this feed reads on partition ``partition`` of the cancel topic."""
-        return self._next.get(partition, 0)
+        """The next offset this feed reads on partition ``partition`` of the cancel topic:
+        past the records it read, and past what its consumer skipped (transaction
+        markers, aborted records), which a read_committed end counts."""
+        read = self._next.get(partition, 0)
+        try:
+            (at,) = self._consumer.position([TopicPartition(self._topic, partition)])
+        except (KafkaException, ValueError):
+            return read
+        return max(read, at.offset)
 
     def _start_of(self, partition: int, saved: int, timeout_s: float) -> int:
         """The saved offset, or the oldest retained one if the saved one is gone."""

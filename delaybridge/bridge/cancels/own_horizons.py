@@ -11,7 +11,10 @@ two steps:
    handles what ``consume`` returns in the same turn) or, while ingest waits, by the
    cancel scout (``bridge/ingest/scout.py``) — everything appended before t0 has been
    read, and the cancels among it were applied to this process's stores as they were
-   read: here, h(P) = t0.
+   read: here, h(P) = t0. A partition new to this process (assigned, or this process
+   new) was read before by someone else, whose cancels reach this process through the
+   cancel topic: its first check also asks for the cancel topic's end, and its first
+   horizon waits until this process's feed has read that far.
 
 For the other processes, the word is published to the horizon topic (compacted, one
 record per owner) once the cancels it covers are on the cancel topic: h(P) = t0 when
@@ -78,6 +81,8 @@ class _Cancels:
 class _Check:
     issued_ms: int
     futures: dict[TopicPartition, Future[Any]]
+    new: frozenset[PartKey]
+    """Partitions new to this process when it was issued (it asks the cancel topic too)."""
 
 
 class OwnHorizons:
@@ -91,14 +96,28 @@ class OwnHorizons:
         topic: str,
         owner: str,
         interval_ms: int,
+        cancel_topic: str,
+        feed_position: Callable[[int], int],
+        feed_partitions: Callable[[], Iterable[int]],
     ) -> None:
-        """``topic``: the horizon topic; ``owner``: this process's key on it."""
+        """``topic``: the horizon topic; ``owner``: this process's key on it;
+        ``feed_position(c)``, ``feed_partitions()``: where this process's feed reads the
+        cancel topic's partition ``c``, and which partitions it reads."""
         self._horizon = horizon
         self._admin = admin
         self._outbox = outbox
         self._topic = topic
         self._owner = owner.encode()
         self._interval_ms = interval_ms
+        self._cancel_topic = cancel_topic
+        self._feed_position = feed_position
+        self._feed_partitions = feed_partitions
+        self._owned: set[PartKey] = set()
+        self._new: set[PartKey] = set()
+        """Owned partitions whose first horizon is not established yet."""
+        self._catching_up: dict[PartKey, tuple[int, int, dict[int, int]]] = {}
+        """New partitions read through: (t0, end, the cancel topic's ends the feed must
+        reach first)."""
         self._cancels: dict[PartKey, _Cancels] = {}
         self._ends: dict[int, int] = {}
         """Per cancel-topic partition, the offset past the last cancel acknowledged."""
@@ -135,6 +154,9 @@ class OwnHorizons:
             self._cancels.pop(key, None)
             self._read.pop(key, None)
             self._published.pop(key, None)
+            self._catching_up.pop(key, None)
+            self._new.discard(key)
+            self._owned.discard(key)
         self._horizon.released(keys)
 
     # -- every turn ---------------------------------------------------------------------
@@ -153,6 +175,9 @@ class OwnHorizons:
         process that owns every partition then waits one round trip, not an interval)."""
         owned = list(owned)
         self._horizon.owned(owned)
+        self._new.update(k for k in owned if k not in self._owned)
+        self._owned = set(owned)
+        self._caught_up()
         since = now_ms - self._last_check_ms
         if self._check is None and owned and (since >= self._interval_ms or urgent):
             self._issue(owned, now_ms)
@@ -168,6 +193,10 @@ class OwnHorizons:
 
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         wanted = {TopicPartition(t, p): latest for t, p in owned}
+        new = frozenset(self._new)
+        if new:
+            for c in self._feed_partitions():
+                wanted[TopicPartition(self._cancel_topic, c)] = latest
         try:
             futures = self._admin.list_offsets(
                 wanted, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10
@@ -176,26 +205,48 @@ class OwnHorizons:
             log.debug("cancel horizon check not issued: %s", exc)
             return
         self._last_check_ms = now_ms
-        self._check = _Check(now_ms, futures)
+        self._check = _Check(now_ms, futures, new)
 
     def _read_through(
         self, check: _Check, positions: Callable[[list[PartKey]], Mapping[PartKey, int]]
     ) -> None:
         """Step 2 for every partition the check answered."""
         ends: dict[PartKey, int] = {}
+        cancel_ends: dict[int, int] = {}
         for tp, future in check.futures.items():
             try:
-                ends[(tp.topic, tp.partition)] = int(future.result().offset)
+                end = int(future.result().offset)
             except KafkaException as exc:  # the next check asks again
                 log.debug("cancel horizon check of %s/%d: %s", tp.topic, tp.partition, exc)
+                continue
+            if tp.topic == self._cancel_topic:
+                cancel_ends[tp.partition] = end
+            else:
+                ends[(tp.topic, tp.partition)] = end
         if not ends:
             return
         read = positions(list(ends))
+        t0 = check.issued_ms
         for key, end in ends.items():
             if read.get(key, -1) < end:
                 continue  # not read through: the horizon waits for the next check
-            self._read[key] = (check.issued_ms, end)
-            self._horizon.local(key, check.issued_ms)
+            if key in self._new:
+                if key in check.new and cancel_ends:
+                    self._catching_up[key] = (t0, end, cancel_ends)
+                continue  # its first horizon waits for the feed (asked at the next check)
+            self._read[key] = (t0, end)
+            self._horizon.local(key, t0)
+        self._caught_up()
+
+    def _caught_up(self) -> None:
+        """New partitions whose cancels from before this process are known here now."""
+        position = self._feed_position
+        for key, (t0, end, cancel_ends) in list(self._catching_up.items()):
+            if all(position(c) >= e for c, e in cancel_ends.items()):
+                del self._catching_up[key]
+                self._new.discard(key)
+                self._read[key] = (t0, end)
+                self._horizon.local(key, t0)
 
     def publish(self, owned: Iterable[PartKey]) -> None:
         """Publish the owned partitions' horizons that moved, as far as the cancel topic

@@ -95,8 +95,8 @@ class FakeSidecar:
         """Like ``kill -9``: no flush, no commit, no acks of what is still queued;
         ``changelog_written``: the changelog records queued reach the cluster first
         (Kafka took them, the acknowledgements never came back)."""
-        for part in self.service.partitions:
-            part.store.abandon()
+        for part in [*self.service.partitions, *self.service.partitions.lost.values()]:
+            part.store.abandon()  # the process's locks go with it, lost partitions' too
         if changelog_written:
             for queued in list(self.producer.queue):
                 if queued.topic.endswith("-changelog"):

@@ -14,7 +14,12 @@ rebuild from the changelog). What must hold:
   made them after a ``kill -9`` (the sixth issue-13 session);
 - at the end, every message and every occurrence of every series has been delivered
   (never lost), and none more often than once plus the number of kills (at-least-once:
-  only what was in flight at a kill may repeat).
+  only what was in flight at a kill may repeat). A group session lost and regained (Kafka
+  unreachable for longer than the session timeout) does not count: the acknowledgements
+  that come after it are recorded (issue 25, item 2);
+- a message whose cancel Kafka appended, to either partition, before the message was
+  due is never delivered, whatever was killed or lost in between (the cancel horizon,
+  issue 25, item 1).
 """
 
 from __future__ import annotations
@@ -47,6 +52,12 @@ class CrashPoints(RuleBasedStateMachine):
         self.sent: list[str] = []
         self.series: list[str] = []
         self.kills = 0
+        self.due: dict[str, int] = {}
+        """One-off messages to the live target: their due times."""
+        self.cancelled_in_time: set[str] = set()
+        """Those whose cancel was appended before they were due: must never go out."""
+        self.cancelled_late: set[str] = set()
+        """Those cancelled when due already: delivered or not, both are right."""
 
     def _start(self, disk: Path, old: FakeSidecar | None = None) -> FakeSidecar:
         """A sidecar whose acknowledgements come only when :meth:`acks` says."""
@@ -66,6 +77,7 @@ class CrashPoints(RuleBasedStateMachine):
         id = f"m{len(self.sent) + len(self.series)}"
         self.side.send(schedule(id, delay_ms), partition=partition)
         self.sent.append(id)
+        self.due[id] = self.side.clock.now_ms() + delay_ms
 
     @rule(partition=st.integers(0, 1))
     def send_to_a_topic_not_there_yet(self, partition: int) -> None:
@@ -90,6 +102,31 @@ class CrashPoints(RuleBasedStateMachine):
         ]
         self.side.send(headers, partition=partition)
         self.series.append(id)
+
+    @rule(which=st.integers(0, 1_000), partition=st.integers(0, 1))
+    def cancel(self, which: int, partition: int) -> None:
+        """A cancel of an earlier message, to either partition (maybe not the message's,
+        maybe too late)."""
+        candidates = [id for id in self.due if id not in self.cancelled_in_time]
+        candidates = [id for id in candidates if id not in self.cancelled_late]
+        if not candidates:
+            return
+        id = candidates[which % len(candidates)]
+        self.side.send([("delay-cancel", id)], partition=partition)
+        if self.side.clock.now_ms() < self.due[id]:
+            self.cancelled_in_time.add(id)
+        else:
+            self.cancelled_late.add(id)
+
+    @rule()
+    def lose_the_session(self) -> None:
+        """Kafka away longer than the session timeout: the group takes both partitions,
+        then gives them back (acknowledgements may come in between: :meth:`acks`)."""
+        owned = list(self.side.service.partitions.by_key)
+        if owned:
+            self.side.consumer.rebalance("lost", owned)
+            self.side.turns(1)
+            self.side.consumer.rebalance("assign", owned)
 
     @rule(advance_ms=st.sampled_from([0, 100, 400, 2_100]))
     def turn(self, advance_ms: int) -> None:
@@ -141,12 +178,16 @@ class CrashPoints(RuleBasedStateMachine):
                 side.turns(2, advance_ms=2_000)
                 side.checkpoint()
             got = Counter(h["delay-id"] for t in (ORDERS, LATE, DLT) for h in side.delivered(t))
-            expected = Counter({id: 1 for id in self.sent})
+            leaked = sorted(id for id in self.cancelled_in_time if got[id])
+            assert not leaked, f"cancelled before due, delivered all the same: {leaked}"
+            cancelled = self.cancelled_in_time | self.cancelled_late
+            expected = Counter({id: 1 for id in self.sent if id not in cancelled})
             expected.update({id: SERIES_COUNT for id in self.series})
             lost = {id: n for id, n in expected.items() if got[id] < n}
             assert not lost, f"never delivered (or occurrences short): {lost}; got {got}"
             bound = 1 + self.kills
             extra = {id: got[id] for id, n in expected.items() if got[id] > n * bound}
+            extra.update({id: got[id] for id in self.cancelled_late if got[id] > bound})
             assert not extra, f"delivered more often than {bound} times each: {extra}"
             side.stop()
         finally:
