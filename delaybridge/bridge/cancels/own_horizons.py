@@ -46,6 +46,9 @@ from delaybridge.connectors.edge import AdminEdge
 log = logging.getLogger(__name__)
 #: The header that marks a record of the horizon topic (the value says what it is).
 HORIZON_HEADER = "delaybridge-horizon"
+#: A check unanswered this long is given up and asked again: an answer from a broker that
+#: was away, or a request lost with its connection, must not stop the horizon for good.
+CHECK_TIMEOUT_MS = 5_000
 
 
 @dataclass(eq=False, slots=True)
@@ -179,6 +182,9 @@ class OwnHorizons:
         self._owned = set(owned)
         self._caught_up()
         since = now_ms - self._last_check_ms
+        if self._check is not None and since >= CHECK_TIMEOUT_MS:
+            log.debug("cancel horizon check unanswered for %d ms: asking again", since)
+            self._check = None
         if self._check is None and owned and (since >= self._interval_ms or urgent):
             self._issue(owned, now_ms)
         check = self._check
@@ -199,7 +205,9 @@ class OwnHorizons:
                 wanted[TopicPartition(self._cancel_topic, c)] = latest
         try:
             futures = self._admin.list_offsets(
-                wanted, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10
+                wanted,
+                isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=CHECK_TIMEOUT_MS / 1000,
             )
         except KafkaException as exc:
             log.debug("cancel horizon check not issued: %s", exc)

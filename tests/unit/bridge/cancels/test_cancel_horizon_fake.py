@@ -8,6 +8,7 @@ static member between SIGTERM and its return): its partitions are unread meanwhi
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -122,4 +123,31 @@ def test_an_ingest_pause_does_not_stop_the_horizon(tmp_path: Path) -> None:
         side.service.metrics.registry.get_sample_value("delaybridge_deliveries_past_horizon_total")
         == 0
     )
+    side.stop()
+
+
+def test_a_check_that_is_never_answered_is_asked_again(tmp_path: Path) -> None:
+    # Kafka away: a ListOffsets request can stay unanswered for good (its connection
+    # lost). The horizon must not stop with it once Kafka is back.
+    side = FakeSidecar(tmp_path)
+    side.turns(2, advance_ms=100)
+    admin = side.service.admin
+    real = admin.list_offsets
+    pending: list[Future[Any]] = []
+
+    def never(offsets: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
+        futures: dict[Any, Future[Any]] = {tp: Future() for tp in offsets}
+        pending.extend(futures.values())
+        return futures
+
+    admin.list_offsets = never  # type: ignore[method-assign,assignment]
+    side.send(schedule("order", 1_000))
+    side.turns(5, advance_ms=200)
+    assert pending and side.delivered() == []  # the horizon waits for an answer
+    admin.list_offsets = real  # type: ignore[method-assign]
+    side.turns(30, advance_ms=200)  # the unanswered check is given up and asked again
+    assert [h["delay-id"] for h in side.delivered()] == ["order"]
+    assert side.service.metrics.registry.get_sample_value(
+        "delaybridge_deliveries_past_horizon_total"
+    ) in (None, 0)
     side.stop()
