@@ -7,15 +7,20 @@ cancel's partition is down, restarting or moving, the cancel waits unread, and t
 message's owner would deliver the message it cancels. The rule that closes this gap:
 
     **A message due at T goes out only once every delay-topic partition's cancels
-    appended up to T are known to its store** — or once T is more than
-    ``cancel_horizon.bound_ms`` in the past: then it goes out anyway, counted
+    appended up to T are known to its store** — or once the horizon has held it back
+    for ``cancel_horizon.bound_ms``: then it goes out anyway, counted
     (``delaybridge_deliveries_past_horizon_total``) and alerted on.
+
+The horizon holds a message back from T on, or from this process's start if it was due
+before: a message overdue when its owner starts again waits for that owner to read the
+backlog of its own partition (and the cancels in it), however long the owner was away.
 
 Each delay-topic partition P has a **horizon** h(P): a moment such that every record
 appended to P before it has been read and every cancel (or replace) among them is known
 to the stores of this process. The horizon of the whole topic set is the minimum over its
 partitions, H; delivery may hand out what is due up to ``limit_ms`` = min(now,
-max(H, now - bound)). Where h(P) comes from:
+max(H, now - bound)), the floor now - bound applying once this process has run for
+the bound. Where h(P) comes from:
 
 - **owned here** (``own_horizons.py``): a ListOffsets request issued at t0 showed P's
   end (read_committed) at or before where P is read (by ingest, or by the cancel scout
@@ -69,6 +74,8 @@ class CancelHorizon:
         self._existing: set[PartKey] | None = None
         self._held_back = False
         self._limit_ms = -(2**62)
+        self._started_ms: int | None = None
+        """When the first limit was asked: nothing was held back before."""
 
     @property
     def enabled(self) -> bool:
@@ -99,9 +106,14 @@ class CancelHorizon:
         (a partition counted for the first time cannot take that back)."""
         if not self.enabled:
             return now_ms
+        if self._started_ms is None:
+            self._started_ms = now_ms
         h = self.horizon_ms()
-        limit = now_ms if h is None or h >= now_ms else max(h, now_ms - self.bound_ms)
-        self._note(h is not None and h < now_ms - self.bound_ms, now_ms, h)
+        floor = now_ms - self.bound_ms
+        if now_ms - self._started_ms < self.bound_ms:
+            floor = -(2**62)  # what was due before the start has not been held long
+        limit = now_ms if h is None or h >= now_ms else max(h, floor)
+        self._note(h is not None and h < floor, now_ms, h)
         self._limit_ms = max(self._limit_ms, min(limit, now_ms))
         return self._limit_ms
 

@@ -49,6 +49,18 @@ HORIZON_HEADER = "delaybridge-horizon"
 #: A check unanswered this long is given up and asked again: an answer from a broker that
 #: was away, or a request lost with its connection, must not stop the horizon for good.
 CHECK_TIMEOUT_MS = 5_000
+#: Answers that mean the admin client's metadata is stale (the leader or its epoch moved,
+#: as when a broker restarts): librdkafka's admin client asks again with the epoch it
+#: cached, and is refused again, until its metadata is refreshed.
+STALE_METADATA = frozenset(
+    {
+        RdKafkaError.FENCED_LEADER_EPOCH,
+        RdKafkaError.UNKNOWN_LEADER_EPOCH,
+        RdKafkaError.NOT_LEADER_FOR_PARTITION,
+    }
+)
+#: How long a refresh of the admin client's metadata may hold the owner thread.
+REFRESH_TIMEOUT_S = 2.0
 
 
 @dataclass(eq=False, slots=True)
@@ -221,16 +233,21 @@ class OwnHorizons:
         """Step 2 for every partition the check answered."""
         ends: dict[PartKey, int] = {}
         cancel_ends: dict[int, int] = {}
+        stale: set[str] = set()
         for tp, future in check.futures.items():
             try:
                 end = int(future.result().offset)
             except KafkaException as exc:  # the next check asks again
                 log.debug("cancel horizon check of %s/%d: %s", tp.topic, tp.partition, exc)
+                err = exc.args[0] if exc.args else None
+                if isinstance(err, RdKafkaError) and err.code() in STALE_METADATA:
+                    stale.add(tp.topic)
                 continue
             if tp.topic == self._cancel_topic:
                 cancel_ends[tp.partition] = end
             else:
                 ends[(tp.topic, tp.partition)] = end
+        self._refresh(stale)
         if not ends:
             return
         read = positions(list(ends))
@@ -245,6 +262,16 @@ class OwnHorizons:
             self._read[key] = (t0, end)
             self._horizon.local(key, t0)
         self._caught_up()
+
+    def _refresh(self, topics: set[str]) -> None:
+        """Refresh the admin client's metadata of ``topics``, so that the next check asks
+        with the leaders and epochs the brokers have now (only on an answer that said
+        they moved: a broker answered, so the refresh is quick)."""
+        for topic in sorted(topics):
+            try:
+                self._admin.list_topics(topic, timeout=REFRESH_TIMEOUT_S)
+            except KafkaException as exc:
+                log.debug("cancel horizon: metadata of %s not refreshed: %s", topic, exc)
 
     def _caught_up(self) -> None:
         """New partitions whose cancels from before this process are known here now."""
