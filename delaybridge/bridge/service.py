@@ -74,7 +74,7 @@ from delaybridge.bridge.tuning import (
     store_settings_for,
     suffix,
 )
-from delaybridge.connectors import KafkaClients, ensure_topics
+from delaybridge.connectors import KafkaClients, ensure_topics, is_fatal
 from delaybridge.connectors.edge import ClientFactory, ConsumerEdge, ProducerEdge
 from delaybridge.contract.rules import HeaderRules
 from delaybridge.settings import Settings
@@ -442,7 +442,7 @@ class Service:
         expired while the broker was frozen: librdkafka issue #3437); the loop replaces
         it at the start of its next turn (not inside this callback, which runs inside
         ``consume``)."""
-        if err.fatal():
+        if is_fatal(err):
             if self._consumer_failed is None:
                 log.error(
                     "the group consumer failed for good: %s [%s]; replacing it",
@@ -476,7 +476,7 @@ class Service:
         producer's sequence broken) makes the sidecar report unhealthy and stop, so the
         orchestrator restarts it with fresh clients (nothing is committed past what is
         durable)."""
-        if err.fatal():
+        if is_fatal(err):
             log.critical("fatal Kafka client error, stopping: %s [%s]", err.str(), err.name())
             self.control.fail(f"fatal Kafka client error: {err.str()} [{err.name()}]")
             self.stop()

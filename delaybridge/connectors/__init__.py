@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from delaybridge.connectors.clients import KafkaClients
-    from delaybridge.connectors.errors import KafkaClientError, ProduceError, from_error, wrap
+    from delaybridge.connectors.errors import (
+        KafkaClientError,
+        ProduceError,
+        from_error,
+        is_fatal,
+        wrap,
+    )
     from delaybridge.connectors.produce import (
         RecordRef,
         produce_and_wait,
@@ -41,6 +47,7 @@ _HOME = {
     "KafkaClientError": "errors",
     "ProduceError": "errors",
     "from_error": "errors",
+    "is_fatal": "errors",
     "wrap": "errors",
     "RecordRef": "produce",
     "produce_and_wait": "produce",
@@ -65,6 +72,7 @@ __all__ = [
     "from_error",
     "header_text",
     "headers_of",
+    "is_fatal",
     "produce_and_wait",
     "produce_blocking",
     "redact",

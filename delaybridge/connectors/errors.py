@@ -58,3 +58,11 @@ def wrap(
     if isinstance(err, RdKafkaError):
         return from_error(err, what, kind)
     return kind(f"{what}: {exc}")
+
+
+def is_fatal(err: RdKafkaError) -> bool:
+    """Whether a librdkafka error leaves its client dead. A fatal error reaches a consumer
+    as a consumed message whose code is ``_FATAL`` (confluent-kafka's ``fatal()`` is
+    False on it: the flag is set only where librdkafka's fatal error itself is read), and
+    a producer through its error callback, with ``fatal()`` True."""
+    return bool(err.fatal()) or err.code() == RdKafkaError._FATAL

@@ -42,6 +42,7 @@ class FakeConsumer:
     _events: deque[tuple[str, list[TopicPartition]]] = field(default_factory=deque)
     owned: set[tuple[str, int]] = field(default_factory=set)
     """What the group gave this member (assigned or announced in a queued event)."""
+    _errors: deque[KafkaError] = field(default_factory=deque)
 
     def subscribe(
         self, topics: list[str], on_assign: Any = None, on_revoke: Any = None, on_lost: Any = None
@@ -67,7 +68,15 @@ class FakeConsumer:
         else:
             self.owned -= set(partitions)
 
+    def fail(self, error: KafkaError) -> None:
+        """The next consume() returns ``error`` as a message error, as librdkafka hands a
+        consumer its errors (a fatal one too: code ``_FATAL``, ``fatal()`` False, the
+        error callback not called)."""
+        self._errors.append(error)
+
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        if self._errors:
+            return [Message(error=self._errors.popleft())]
         while self._events:
             kind, tps = self._events.popleft()
             callback = self._callbacks.get(kind)

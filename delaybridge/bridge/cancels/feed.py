@@ -44,6 +44,7 @@ from delaybridge.bridge.cancels.requests import CancelRequest, UnreadableCancel,
 from delaybridge.bridge.observe.tally import Tally
 from delaybridge.bridge.partition.state import PartitionState
 from delaybridge.connectors.edge import ConsumerEdge
+from delaybridge.connectors.errors import is_fatal
 from delaybridge.connectors.retry import while_electing
 from delaybridge.durable import is_no_space, write_atomic
 from delaybridge.errors import KafkaError
@@ -285,7 +286,7 @@ class CancelFeed:
         for msg in msgs:
             err = msg.error()
             if err is not None:
-                if not err.retriable() and err.fatal():
+                if is_fatal(err):
                     raise RuntimeError(f"cancel topic {self._topic!r}: {err.str()}")
                 continue
             if horizon is not None and msg.topic() == self._horizon_topic:

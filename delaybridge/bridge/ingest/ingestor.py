@@ -48,7 +48,7 @@ from delaybridge.bridge.ingest.side_writes import SideWrite, SideWriter
 from delaybridge.bridge.observe.tally import Tally
 from delaybridge.bridge.partition.state import PartitionState, PartKey, Role
 from delaybridge.bridge.state.changelog import Changelog
-from delaybridge.connectors import headers_of
+from delaybridge.connectors import headers_of, is_fatal
 from delaybridge.contract.classify import Cancel, Rejected, Run, ingest_batch
 from delaybridge.contract.dead_letters import dead_letter_headers
 from delaybridge.contract.reasons import Reason
@@ -99,7 +99,7 @@ class Ingestor:
         plan = ingest_batch(messages, self._rules, self._clock.now_ms(), partial(_upto, parts))
         for msg in plan.errors:
             err = msg.error()
-            if err.fatal() and self._on_fatal is not None:
+            if is_fatal(err) and self._on_fatal is not None:
                 self._on_fatal(err)
             elif err.code() != RdKafkaError._PARTITION_EOF:
                 log.warning("consume error on %s [%s]: %s", msg.topic(), msg.partition(), err.str())

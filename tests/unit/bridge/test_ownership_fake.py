@@ -113,3 +113,26 @@ def test_a_fenced_group_consumer_is_replaced_and_delivery_goes_on(tmp_path: Path
     side.turns(3, advance_ms=1_000)
     assert [h["delay-id"] for h in side.delivered()] == ["x"]
     side.stop()
+
+
+def test_a_fatal_error_handed_out_by_consume_replaces_the_consumer(tmp_path: Path) -> None:
+    # What librdkafka really does with a fenced static member: consume() returns a
+    # message whose error is _FATAL (confluent-kafka's fatal() says False there), and the
+    # error callback is not called. Seen in test_kafka_outage (frozen): the consumer was
+    # dead, the partitions unowned, 1,350 messages never delivered.
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("x", 1_000))
+    side.turns(2)
+    fenced = side.consumer
+    fenced.fail(
+        KafkaError(
+            KafkaError._FATAL,
+            "Fatal error: Broker: Static consumer fenced by other consumer with same "
+            "group.instance.id",
+        )
+    )
+    side.turns(3)
+    assert side.service.consumer is not fenced and fenced.closed
+    side.turns(3, advance_ms=1_000)
+    assert [h["delay-id"] for h in side.delivered()] == ["x"]
+    side.stop()
