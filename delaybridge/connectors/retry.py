@@ -2,8 +2,11 @@
 
 A topic created a moment ago, or a broker that just restarted, answers offset requests
 with NOT_LEADER_FOR_PARTITION (or LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PART) for a
-short while. :func:`while_electing` calls a request again until it succeeds, the error
-is of another kind, or ``timeout_s`` passes; then raises it wrapped, naming ``what``.
+short while; and while a broker comes back, librdkafka's own side of the connection fails
+requests locally: the handle of a broker it decommissions (_DESTROY_BROKER), a connection
+lost (_TRANSPORT), a request that timed out, every broker down. :func:`while_electing`
+calls a request again until it succeeds, the error is of another kind, or ``timeout_s``
+passes; then raises it wrapped, naming ``what``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ ELECTING = frozenset(
         RdKafkaError.LEADER_NOT_AVAILABLE,
         RdKafkaError.UNKNOWN_TOPIC_OR_PART,
         RdKafkaError._UNKNOWN_PARTITION,
+        RdKafkaError._DESTROY_BROKER,
+        RdKafkaError._TRANSPORT,
+        RdKafkaError._TIMED_OUT,
+        RdKafkaError._ALL_BROKERS_DOWN,
     }
 )
 
