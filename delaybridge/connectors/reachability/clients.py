@@ -4,8 +4,11 @@
 (the real :class:`~delaybridge.connectors.clients.KafkaClients`, or the tests' fakes):
 each producer, consumer, reader and admin client it builds gets the tracker's error
 callback (``error_cb``) and log sink (``logger``), so the tracker hears every client,
-and no client logs on its own. Clients that nobody else polls are registered with the
-tracker, which serves them every turn (``tracker.py``: :meth:`KafkaReachability.serve`):
+and no client logs on its own. A caller may still give a client an ``error_cb`` of its
+own: that one gets the client's *fatal* errors (the group consumer, fenced, is replaced
+rather than the sidecar stopped), the tracker every other error. Clients that nobody
+else polls are registered with the tracker, which serves them every turn
+(``tracker.py``: :meth:`KafkaReachability.serve`):
 
 - the admin client (used now and then, never polled: its callbacks would wait);
 - a reader while it holds no partitions (a restore or standby reader between
@@ -16,15 +19,16 @@ tracker, which serves them every turn (``tracker.py``: :meth:`KafkaReachability.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from confluent_kafka import KafkaError as RdKafkaError
 
 from delaybridge.connectors.edge import AdminEdge, ClientFactory, ConsumerEdge, ProducerEdge
 from delaybridge.connectors.reachability.tracker import ClientLog, KafkaReachability
 
 log = logging.getLogger(__name__)
-#: The settings this wrapper sets on every client; a caller must not set them too.
-OWNED_SETTINGS = ("error_cb", "logger")
+ErrorCallback = Callable[[RdKafkaError], None]
 
 
 class ReportingClients:
@@ -53,10 +57,22 @@ class ReportingClients:
 
     def _reporting(self, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
         given = dict(overrides or {})
-        taken = [key for key in OWNED_SETTINGS if key in given]
-        if taken:
-            raise ValueError(f"{', '.join(taken)}: set by ReportingClients for its tracker")
-        return {**given, "error_cb": self.tracker.client_error, "logger": self._log}
+        if "logger" in given:
+            raise ValueError("logger: set by ReportingClients for its tracker")
+        own: ErrorCallback | None = given.pop("error_cb", None)
+        error_cb = self.tracker.client_error if own is None else self._fatal_to(own)
+        return {**given, "error_cb": error_cb, "logger": self._log}
+
+    def _fatal_to(self, own: ErrorCallback) -> ErrorCallback:
+        """An error callback that hands fatal errors to ``own``, the others to the tracker."""
+
+        def error_cb(err: RdKafkaError) -> None:
+            if err.fatal():
+                own(err)
+            else:
+                self.tracker.client_error(err)
+
+        return error_cb
 
     def _serve_idle(self, reader: ConsumerEdge) -> None:
         """Serve a reader's callbacks if it holds no partitions (its owner consumes it

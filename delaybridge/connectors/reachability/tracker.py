@@ -28,7 +28,8 @@ What is logged, and by which path:
 - **Client errors** (the error callback) are the one voice for failures: each kind
   (its code and text, numbers blanked) is logged at WARNING the first time, then at
   most once per 30 s with how many more came (``repeats.py``). A *fatal* error is
-  handed to ``on_fatal`` at once (the sidecar stops, as before).
+  handed to ``on_fatal`` at once (the sidecar stops, as before), unless the client has
+  its own callback for those (``clients.py``: the group consumer is replaced).
 - **librdkafka's log lines** go through the same limiter, except its ``FAIL`` lines:
   those are connection failures and disconnects, which the error callback reports
   already (librdkafka sends the error for every ``FAIL`` line at ERROR level), so they

@@ -37,10 +37,20 @@ def test_every_kind_of_client_gets_the_trackers_callbacks() -> None:
     assert fakes.producers[0].config["linger.ms"] == 5
 
 
-def test_a_caller_cannot_set_the_callbacks_the_tracker_owns() -> None:
+def test_a_clients_own_error_callback_gets_its_fatal_errors_the_tracker_the_rest() -> None:
+    clients, fakes, tracker = reporting()
+    own: list[KafkaError] = []
+    clients.consumer({"group.id": "g", "error_cb": own.append})
+    error_cb = fakes.consumers[0].config["error_cb"]
+    fatal = KafkaError(KafkaError._FATAL, "fenced", fatal=True)
+    error_cb(fatal)
+    error_cb(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    assert own == [fatal]
+    assert tracker.state.value == "checking"  # the other error reached the tracker
+
+
+def test_a_caller_cannot_set_the_log_sink_the_tracker_owns() -> None:
     clients, _, _ = reporting()
-    with pytest.raises(ValueError, match="error_cb: set by ReportingClients"):
-        clients.producer({"error_cb": print})
     with pytest.raises(ValueError, match="logger: set by ReportingClients"):
         clients.admin({"logger": logging.getLogger("x")})
 
