@@ -9,9 +9,10 @@ that answer once.
 
 States (:class:`Reachability`) and what moves them::
 
-    REACHABLE --a connection error--> CHECKING --a listener accepts--> REACHABLE
+    REACHABLE --a connection error--> CHECKING --no bootstrap server accepts--> UNREACHABLE
                                           |
-                                          +--no bootstrap server accepts--> UNREACHABLE
+                                          +--a listener accepts, and the errors stopped
+                                          |  (or 3 checks in a row found one)--> REACHABLE
     UNREACHABLE --a listener accepts (checked every second)--> REACHABLE
 
 A *connection error* is one of :data:`CONNECTION_ERRORS` from any client's error
@@ -22,6 +23,16 @@ connect to each bootstrap server on a thread of its own (``probe.py``). Unreacha
 means no bootstrap server accepts a connection; back means one does again. librdkafka
 has no "connected again" signal to use instead: its error callback reports failures
 only.
+
+Two refinements, both from a real broker (docs/design/kafka-outage.md):
+
+- A broker shutting down drops its clients a moment before it closes its listener, so
+  the first check may still find it. While connection errors go on during a check that
+  found a listener, the tracker checks again a second later, up to
+  :data:`CONFIRMING_CHECKS` in a row, before it calls them a client's errors.
+- A check that ends in REACHABLE doubles the time before a new connection error is
+  checked (1, 2, 4 ... 30 s; 1 s again after 30 s without one), so a cluster with one
+  broker of several down for good is not probed every second.
 
 What is logged, and by which path:
 
@@ -86,6 +97,10 @@ SUMMARY_INTERVAL_S = 30.0
 CHECK_INTERVAL_S = 1.0
 #: Client lines held while a check runs; more are only counted.
 HOLD_MAX = 100
+#: Checks in a row that must find a listener while connection errors go on before those
+#: errors count as a client's, not Kafka's (a broker shutting down still accepts for a
+#: moment after it dropped its clients).
+CONFIRMING_CHECKS = 3
 
 
 class Reachability(enum.Enum):
@@ -154,6 +169,8 @@ class KafkaReachability:
         self._held: list[_Line] = []
         self._held_over = 0
         self._suspected_s = 0.0  # when the check that may start an outage began
+        self._listening_checks = 0  # checks in a row that found a listener, while CHECKING
+        self._errors_during_check = False  # connection errors since the last check began
         self._suppressed = 0  # client lines counted, not logged, during this outage
         self._last_line = ""
         self._summary_s = 0.0
@@ -201,8 +218,8 @@ class KafkaReachability:
         for poll in self._served:
             poll()
         now = self._now_s()
-        away = self.outage is not None  # set exactly while UNREACHABLE
-        if away and self._check is None and now - self._checked_s >= self.check_interval_s:
+        waiting = self.state is not Reachability.REACHABLE and self._check is None
+        if waiting and now - self._checked_s >= self.check_interval_s:
             self._begin_check(now)
         if self._check is not None and self._check.done():
             found = self._check.result()
@@ -222,16 +239,19 @@ class KafkaReachability:
         if now - self._connection_error_s >= self.summary_interval_s:
             self._recheck_s = self.check_interval_s
         self._connection_error_s = now
+        self._errors_during_check = True
         if self.state is not Reachability.REACHABLE:
             return
         if now - self._cleared_s < self._recheck_s:
             return
         self.state = Reachability.CHECKING
         self._suspected_s = now
+        self._listening_checks = 0
         self._begin_check(now)
 
     def _begin_check(self, now: float) -> None:
         self._checked_s = now
+        self._errors_during_check = False
         self._check = self._probe.begin()
 
     def _report(self, line: _Line) -> None:
@@ -256,10 +276,13 @@ class KafkaReachability:
     def _judge(self, found: ListenerCheck, now: float) -> None:
         outage = self.outage
         if outage is None:  # CHECKING: a check runs only then or while UNREACHABLE
-            if found.listening:
-                self._cleared(now)
-            else:
+            if not found.listening:
                 self._gone(found, now)
+                return
+            self._listening_checks += 1
+            if self._errors_during_check and self._listening_checks < CONFIRMING_CHECKS:
+                return  # errors go on: check again (tick) before believing the listener
+            self._cleared(now)
         elif found.listening:
             self._back(outage, found, now)
         else:

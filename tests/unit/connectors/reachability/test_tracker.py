@@ -62,6 +62,11 @@ class Outage:
             self.tracker.tick()
 
 
+def state(o: Outage) -> Reachability:
+    """The tracker's state now (a call, so the type checker does not keep a narrowed one)."""
+    return o.tracker.state
+
+
 def lines(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[str]:
     return [
         f"{r.levelname} {r.getMessage()}"
@@ -163,21 +168,49 @@ def test_stragglers_after_the_return_stay_quiet_for_their_window(
 def test_a_connection_error_with_a_listener_up_is_a_client_error_not_an_outage(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """One broker of three down, an idle connection closed: the check finds a listener;
-    the errors go out rate-limited, nothing says Kafka is away, and while the errors go
-    on the checks back off (1, 2, 4 ... s apart)."""
+    """One broker of three down for good: its errors go on while a listener accepts.
+    After three checks in a row find one, the errors go out rate-limited, nothing says
+    Kafka is away, and the checks back off (2, 4, 8 ... s apart)."""
     caplog.set_level(logging.INFO)
     o = Outage()
+    o.listener.hold = True  # each check runs while the next errors come in
     o.refused(50)
+    o.listener.answer()
     o.tracker.tick()
-    assert o.tracker.state is Reachability.REACHABLE
+    assert state(o) is Reachability.CHECKING  # errors went on during the check
+    for _ in range(2):
+        o.clock.now_s += 1
+        o.tracker.tick()  # the next check begins
+        o.refused(2)
+        o.listener.answer()
+        o.tracker.tick()
+    assert state(o) is Reachability.REACHABLE
+    assert o.listener.checks == 3
     (line,) = lines(caplog)
     assert line.startswith("WARNING Kafka client: kafka-0:9092/0: Connect to ipv4#10.0.0.5:9092")
+    assert line.endswith("[_TRANSPORT]")
     assert o.changes == [] and o.tracker.readiness() is None
+    o.listener.hold = False
     o.advance(30, refusals_per_s=2)
     assert len(lines(caplog)) == 2
-    assert lines(caplog)[1].endswith(f"({49 + 29 * 2} more like it in 30 s)")
-    assert o.listener.checks == 5  # at 0, 2, 6, 14 and 30 s
+    assert lines(caplog)[1].endswith(f"({50 + 2 * 2 - 1 + 2 * 29} more like it in 30 s)")
+    assert o.changes == [] and o.listener.checks < 3 + 10
+
+
+def test_a_broker_that_shuts_down_is_unreachable_once_its_listener_closes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A broker shutting down drops its clients a moment before it closes its listener:
+    the first check still finds it, the errors go on, the next check does not."""
+    caplog.set_level(logging.INFO)
+    o = Outage()
+    o.refused(20)
+    o.tracker.tick()
+    o.listener.listening = False
+    o.advance(1, refusals_per_s=20)
+    (line,) = lines(caplog)
+    assert line.startswith("ERROR Kafka unreachable")
+    assert o.tracker.outage is not None and o.tracker.outage.since_s == 1000.0
 
 
 def test_lines_are_held_while_a_slow_check_runs(caplog: pytest.LogCaptureFixture) -> None:
