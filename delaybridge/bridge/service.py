@@ -13,7 +13,9 @@ One loop turn (:meth:`Service.turn`):
    (``bridge/state/restore_hook.py``), retry what failed and is due again
    (``bridge/produce/retry_queue.py``), then deliver what is due, within the in-flight
    bound (``bridge/delivery/deliverer.py``);
-6. serve delivery reports (``bridge/produce/outbox.py``): acks resolve batches, failures retry.
+6. serve delivery reports (``bridge/produce/outbox.py``): acks resolve batches, failures retry;
+   then the Kafka reachability tracker's tick (``connectors/reachability/``: the idle
+   clients' callbacks, the check of the listeners and the summary while Kafka is away).
 
 Every ``store.flush_interval_ms`` (exactly-once mode: every
 ``delivery.transaction_interval_ms``) the commit point checkpoints (``bridge/commit/``:
@@ -76,6 +78,12 @@ from delaybridge.bridge.tuning import (
 )
 from delaybridge.connectors import KafkaClients, ensure_topics, is_fatal
 from delaybridge.connectors.edge import ClientFactory, ConsumerEdge, ProducerEdge
+from delaybridge.connectors.reachability import (
+    KafkaReachability,
+    ListenerProbe,
+    ReportingClients,
+    TcpListenerProbe,
+)
 from delaybridge.contract.rules import HeaderRules
 from delaybridge.settings import Settings
 from delaybridge.timerlog import SYSTEM_CLOCK, Clock
@@ -96,8 +104,10 @@ class Service:
     """The running sidecar. Build it, call :meth:`run` (blocks), :meth:`stop` from anywhere.
 
     ``clients``: the Kafka clients (default: from ``settings.kafka``; tests: fakes);
-    ``worker``: this worker process's index (``workers/identity.py``). Building it makes
-    no network call; :meth:`run` creates topics and joins the group.
+    ``worker``: this worker process's index (``workers/identity.py``); ``probe``: how
+    the reachability tracker checks Kafka's listeners (default: TCP connects to the
+    bootstrap servers). Building it makes no network call; :meth:`run` creates topics
+    and joins the group.
     """
 
     def __init__(
@@ -106,6 +116,7 @@ class Service:
         clock: Clock = SYSTEM_CLOCK,
         clients: ClientFactory | None = None,
         worker: int = 0,
+        probe: ListenerProbe | None = None,
     ) -> None:
         s = settings
         self.settings = settings
@@ -113,14 +124,22 @@ class Service:
         self.metrics = Metrics()
         self.store_settings = store_settings_for(s)
         self._stop = threading.Event()
-        self._clients: ClientFactory = clients or KafkaClients(s.kafka)
+        # Every client reports its errors and log lines to this one tracker.
+        self.reachability = KafkaReachability(
+            probe or TcpListenerProbe(s.kafka.bootstrap_servers),
+            on_fatal=self._fatal_client_error,
+            on_change=self.metrics.set_kafka_reachable,
+            now_s=lambda: clock.now_ms() / 1000,
+        )
+        self._clients = ReportingClients(clients or KafkaClients(s.kafka), self.reachability)
         self.tally = Tally()
         self.retries = RetryQueue()
-        on_error = {"error_cb": self._client_error}
-        make_producer = partial(self._clients.producer, producer_overrides(s) | on_error)
+        make_producer = partial(self._clients.producer, producer_overrides(s))
         self.outbox = Outbox(make_producer())
         self.resender = Resender(self.outbox, self.retries, clock)
         self.commits = CommitResults()  # refused offset commits are sent again
+        # The group consumer's own error callback takes its fatal errors (it is replaced,
+        # not the sidecar stopped); the reachability tracker takes every other error.
         self._consumer_overrides = (
             CONSUMER_OVERRIDES | {"error_cb": self._consumer_error} | self.commits.conf
         )
@@ -248,6 +267,7 @@ class Service:
             self.outbox,
             self.flow,
             clock,
+            self.reachability,
         )
         self._checkpoint_ms = (
             s.delivery.transaction_interval_ms
@@ -366,6 +386,7 @@ class Service:
             horizon = self.horizon.horizon_ms() if self.horizon.enabled else None
             self.deliverer.pump(self.partitions, self.horizon.limit_ms(now_ms), horizon)
         self.outbox.poll(0)  # 6
+        self.reachability.tick()
 
     def _owned_keys(self) -> list[PartKey]:
         return [p.key for p in self.partitions if not p.revoking]
@@ -437,21 +458,22 @@ class Service:
         self.flow.set_disk_full(True)
 
     def _consumer_error(self, err: RdKafkaError) -> None:
-        """The group consumer's error callback. A fatal error leaves the consumer dead
-        (a static member fenced, here typically by its own rejoin after its session
-        expired while the broker was frozen: librdkafka issue #3437); the loop replaces
-        it at the start of its next turn (not inside this callback, which runs inside
-        ``consume``)."""
-        if is_fatal(err):
-            if self._consumer_failed is None:
-                log.error(
-                    "the group consumer failed for good: %s [%s]; replacing it",
-                    err.str(),
-                    err.name(),
-                )
-            self._consumer_failed = f"{err.str()} [{err.name()}]"
+        """The group consumer's fatal errors (``ReportingClients`` hands it those; the
+        reachability tracker takes the others), and a fatal error a consume returned. It
+        leaves the consumer dead (a static member fenced, here typically by its own
+        rejoin after its session expired while the broker was frozen: librdkafka issue
+        #3437); the loop replaces it at the start of its next turn (not inside this
+        callback, which runs inside ``consume``)."""
+        if not is_fatal(err):
+            self.reachability.client_error(err)
             return
-        self._client_error(err)
+        if self._consumer_failed is None:
+            log.error(
+                "the group consumer failed for good: %s [%s]; replacing it",
+                err.str(),
+                err.name(),
+            )
+        self._consumer_failed = f"{err.str()} [{err.name()}]"
 
     def _replace_consumer(self) -> None:
         """A new group consumer in place of a dead one: its partitions count as lost
@@ -470,18 +492,15 @@ class Service:
         self._subscribe()
         log.warning("group consumer replaced (it failed: %s); rejoining the group", why)
 
-    def _client_error(self, err: RdKafkaError) -> None:
-        """librdkafka's error callback (inside poll/consume, on the owner thread). Most
-        errors are transient and librdkafka recovers; a *fatal* one (e.g. the idempotent
-        producer's sequence broken) makes the sidecar report unhealthy and stop, so the
-        orchestrator restarts it with fresh clients (nothing is committed past what is
-        durable)."""
-        if is_fatal(err):
-            log.critical("fatal Kafka client error, stopping: %s [%s]", err.str(), err.name())
-            self.control.fail(f"fatal Kafka client error: {err.str()} [{err.name()}]")
-            self.stop()
-        else:
-            log.warning("Kafka client: %s [%s]", err.str(), err.name())
+    def _fatal_client_error(self, err: RdKafkaError) -> None:
+        """A client's *fatal* error (e.g. the idempotent producer's sequence broken),
+        handed over by the reachability tracker (inside poll/consume, on the owner
+        thread; the others are transient, librdkafka recovers, the tracker logs them):
+        the sidecar reports unhealthy and stops, so the orchestrator restarts it with
+        fresh clients (nothing is committed past what is durable)."""
+        log.critical("fatal Kafka client error, stopping: %s [%s]", err.str(), err.name())
+        self.control.fail(f"fatal Kafka client error: {err.str()} [{err.name()}]")
+        self.stop()
 
     def _flow_changed(self, flow: FlowControl) -> None:
         self.metrics.set_backpressure(flow.backpressure)

@@ -159,6 +159,10 @@ class AdminEdge(Protocol):
         """Futures of ListOffsets answers (``ListOffsetsResultInfo``), by partition."""
         ...
 
+    def poll(self, timeout: float = -1) -> int:
+        """Serve the client's callbacks (errors, log lines); admin results come as futures."""
+        ...
+
 
 class ClientFactory(Protocol):
     """Builds the sidecar's clients from one settings object (security included).
@@ -174,4 +178,4 @@ class ClientFactory(Protocol):
         self, overrides: Mapping[str, Any] | None = None, *, group: bool = True
     ) -> ConsumerEdge: ...
 
-    def admin(self) -> AdminEdge: ...
+    def admin(self, overrides: Mapping[str, Any] | None = None) -> AdminEdge: ...

@@ -3,5 +3,14 @@
 from tests.fakes.clients import FakeAdmin, FakeClients, FakeProducer
 from tests.fakes.cluster import FakeCluster, Stored
 from tests.fakes.consumer import FakeConsumer
+from tests.fakes.listener import FakeListenerProbe
 
-__all__ = ["FakeAdmin", "FakeClients", "FakeCluster", "FakeConsumer", "FakeProducer", "Stored"]
+__all__ = [
+    "FakeAdmin",
+    "FakeClients",
+    "FakeCluster",
+    "FakeConsumer",
+    "FakeListenerProbe",
+    "FakeProducer",
+    "Stored",
+]

@@ -149,6 +149,9 @@ def _take(rules: list[Rule], topic: str) -> int | None:
 @dataclass
 class FakeAdmin:
     cluster: FakeCluster
+    config: dict[str, Any] = field(default_factory=dict)
+    polls: int = 0
+    """How often its callbacks were served."""
 
     def describe_consumer_groups(self, group_ids: list[str], **kwargs: Any) -> dict[str, Any]:
         out: dict[str, Future[Any]] = {}
@@ -191,6 +194,10 @@ class FakeAdmin:
             futures[new.topic].set_result(None)
         return futures
 
+    def poll(self, timeout: float = -1) -> int:
+        self.polls += 1
+        return 0
+
 
 @dataclass
 class FakeClients:
@@ -199,6 +206,7 @@ class FakeClients:
     cluster: FakeCluster
     producers: list[FakeProducer] = field(default_factory=list)
     consumers: list[FakeConsumer] = field(default_factory=list)
+    admins: list[FakeAdmin] = field(default_factory=list)
 
     def producer(self, overrides: Mapping[str, Any] | None = None) -> FakeProducer:
         config = dict(overrides or {})
@@ -219,5 +227,7 @@ class FakeClients:
         self.consumers.append(consumer)
         return consumer
 
-    def admin(self) -> FakeAdmin:
-        return FakeAdmin(self.cluster)
+    def admin(self, overrides: Mapping[str, Any] | None = None) -> FakeAdmin:
+        admin = FakeAdmin(self.cluster, dict(overrides or {}))
+        self.admins.append(admin)
+        return admin

@@ -29,6 +29,7 @@ from delaybridge.bridge.cancels.requests import CancelRequest
 from delaybridge.bridge.flow import Direction, FlowControl
 from delaybridge.bridge.ownership import Partitions
 from delaybridge.bridge.produce.outbox import Outbox
+from delaybridge.connectors.reachability import KafkaReachability
 from delaybridge.timerlog import Clock
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ class AdminControl:
         outbox: Outbox,
         flow: FlowControl,
         clock: Clock,
+        reachability: KafkaReachability,
     ) -> None:
         self.commands = CommandQueue()
         self._group_id = group_id
@@ -101,6 +103,7 @@ class AdminControl:
         self._outbox = outbox
         self._flow = flow
         self._clock = clock
+        self._reachability = reachability
         self._heartbeat_s = time.monotonic()
         self.started = False
         self.failure: str | None = None
@@ -124,6 +127,10 @@ class AdminControl:
     def ready(self) -> tuple[bool, str]:
         if not self.started:
             return False, "starting"
+        # First: with Kafka away, the group cannot assign anything either.
+        kafka_away = self._reachability.readiness()
+        if kafka_away is not None:
+            return False, kafka_away
         if not self._partitions.rebalanced:
             return False, "waiting for the consumer group to assign partitions"
         restoring = self._partitions.restoring

@@ -46,8 +46,9 @@ class Control(Protocol):
         ...
 
     def ready(self) -> tuple[bool, str]:
-        """``(True, "")`` once partitions are assigned and their stores recovered;
-        otherwise ``(False, why)`` with a short reason for an operator."""
+        """``(True, "")`` once partitions are assigned and their stores recovered, while
+        Kafka is reachable; otherwise ``(False, why)`` with a short reason for an
+        operator (``"Kafka unreachable for 12 s: ..."`` names Kafka)."""
         ...
 
     def stats(self) -> dict[str, Any]:

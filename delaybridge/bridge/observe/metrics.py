@@ -146,6 +146,13 @@ class Metrics:
             "Unix time of the service loop's last iteration (alert when it stops moving).",
             registry=r,
         )
+        self._kafka_reachable = Gauge(
+            "delaybridge_kafka_reachable",
+            "0 while no Kafka bootstrap server accepts connections (after a client's "
+            "connection error), else 1.",
+            registry=r,
+        )
+        self._kafka_reachable.set(1)
         self.partitions = PartitionMetrics(r)
         """Series per delay-topic partition (store, lag, role, restore)."""
         self.set_paused(())
@@ -239,6 +246,9 @@ class Metrics:
 
     def set_assigned_partitions(self, n: int) -> None:
         self._assigned.set(n)
+
+    def set_kafka_reachable(self, reachable: bool) -> None:
+        self._kafka_reachable.set(1 if reachable else 0)
 
     def heartbeat(self, now_s: float | None = None) -> None:
         self._heartbeat.set(time.time() if now_s is None else now_s)

@@ -35,6 +35,8 @@ ALERTS = {
     "DelaybridgeLoopStalled",
     "DelaybridgeTransactionsAborting",
     "DelaybridgeStoreCorrupt",
+    "DelaybridgeDeliveredPastCancelHorizon",
+    "DelaybridgeKafkaUnreachable",
 }
 
 
@@ -69,8 +71,9 @@ def test_promtool_unit_tests(helm: str, tmp_path: Path) -> None:
         ("--set", "metrics.prometheusRule.diskFreeMinBytes=500000000"),
         ("--set", "metrics.prometheusRule.latenessP99Seconds=5"),
         ("--set", "metrics.prometheusRule.unownedFor=30m"),
+        ("--set", "metrics.prometheusRule.kafkaUnreachableFor=5m"),
     ],
-    ids=["disk-floor", "lateness-threshold", "unowned-for"],
+    ids=["disk-floor", "lateness-threshold", "unowned-for", "kafka-unreachable-for"],
 )
 def test_promtool_unit_tests_follow_the_values(
     helm: str, tmp_path: Path, values: tuple[str, ...]

@@ -9,7 +9,7 @@ from delaybridge.bridge.service import Service
 from delaybridge.connectors import header_text
 from delaybridge.settings import Settings, load
 from delaybridge.timerlog import ManualClock
-from tests.fakes import FakeClients, FakeCluster, FakeConsumer, FakeProducer
+from tests.fakes import FakeClients, FakeCluster, FakeConsumer, FakeListenerProbe, FakeProducer
 from tests.support import overlay
 
 DELAY = "delay"
@@ -47,7 +47,10 @@ class FakeSidecar:
         self.cluster.create_topic(DELAY, 2)
         self.cluster.create_topic(ORDERS, 2)
         self.clients = FakeClients(self.cluster)
-        self.service = Service(fake_settings(data_dir, **overrides), self.clock, self.clients)
+        self.listener = FakeListenerProbe()
+        """Kafka's listener as the reachability tracker sees it."""
+        settings = fake_settings(data_dir, **overrides)
+        self.service = Service(settings, self.clock, self.clients, probe=self.listener)
         self.service.start()
 
     @property

@@ -69,6 +69,7 @@ def test_every_metric_the_dashboard_and_the_alerts_use_is_exported(board: dict[s
         "delaybridge_restored_records_total",
         "delaybridge_partition_role",
         "delaybridge_standby_lag_records",
+        "delaybridge_kafka_reachable",
     ):
         assert needed in used_by_dashboard, needed
 

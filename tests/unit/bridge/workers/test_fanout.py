@@ -178,6 +178,26 @@ def test_health_and_readiness_need_every_worker() -> None:
     assert "worker 0: not running" in _json(pod("GET", "/healthz"))["reason"]
 
 
+def test_a_worker_without_kafka_makes_the_pod_not_ready_and_shows_in_metrics() -> None:
+    """Each worker has its own clients and reachability tracker: the pod is not ready
+    while any worker cannot reach Kafka, and says which and why; its gauge keeps the
+    worker label (the dashboard and the alert take the lowest per pod); liveness holds."""
+    pod = Pod()
+    kafka_away = (
+        "Kafka unreachable for 12 s: no bootstrap server accepts connections "
+        "(k:9092: Connection refused)"
+    )
+    pod.workers[1].readiness = (False, kafka_away)
+    pod.metrics[1].set_kafka_reachable(False)
+    answer = pod("GET", "/readyz")
+    assert answer.status == 503
+    assert _json(answer)["reason"] == f"worker 1: {kafka_away}"
+    assert pod("GET", "/healthz").status == 200
+    text = pod("GET", "/metrics").body.decode()
+    assert 'delaybridge_kafka_reachable{worker="0"} 1.0' in text
+    assert 'delaybridge_kafka_reachable{worker="1"} 0.0' in text
+
+
 def test_admin_answers_are_merged() -> None:
     pod = Pod()
     stats = _json(pod("GET", "/admin/stats"))
