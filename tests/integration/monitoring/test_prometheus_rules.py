@@ -107,3 +107,16 @@ def test_rules_select_the_release_or_the_given_selector(helm: str) -> None:
     assert all(chosen in rule["expr"] and "rel-delaybridge" not in rule["expr"] for rule in custom)
     labelled = alerts(rule_groups(helm, "--set", "metrics.prometheusRule.alertLabels.team=pay"))
     assert all(rule["labels"]["team"] == "pay" for rule in labelled)
+
+
+def test_every_alert_has_a_case_that_fires_and_one_that_does_not() -> None:
+    import yaml
+
+    cases = yaml.safe_load((HERE / "rules_test.yaml").read_text())["tests"]
+    fires: set[str] = set()
+    quiet: set[str] = set()
+    for case in cases:
+        for check in case["alert_rule_test"]:
+            (fires if check["exp_alerts"] else quiet).add(check["alertname"])
+    assert ALERTS - fires == set(), "alerts no case sees firing"
+    assert ALERTS - quiet == set(), "alerts no case sees silent"
