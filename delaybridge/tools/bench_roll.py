@@ -10,8 +10,9 @@ held (issue 25).
    record sent to a random partition at least 3 s before due.
 3. After ``--steady-s`` (20) seconds, each replica in turn is stopped with SIGTERM and
    started again at once; the next waits until it is ready (``/readyz`` 200) and owns its
-   partitions again. Then the first replica is killed with SIGKILL and started again
-   ``--kill-down-s`` (10) seconds later.
+   partitions again. After :data:`BEFORE_KILL_S` (5) seconds, so that what the roll held back
+   has gone out and the kill's lateness is not counted as the roll's, the first replica
+   is killed with SIGKILL and started again ``--kill-down-s`` (10) seconds later.
 4. Once the load has stopped and its last message is due, the target topic is read until
    every owed message arrived and nothing new came for 5 s.
 
@@ -52,6 +53,9 @@ rest is slack for a loaded machine."""
 SETTLE_S = 5.0
 """Reading goes on until nothing new arrived for this long (duplicates come late)."""
 START_TIMEOUT_S = 180.0
+BEFORE_KILL_S = 5.0
+"""Between the graceful roll and the SIGKILL: a message due at the end of the roll that
+the killed replica held would otherwise count the kill's 10 s in the roll's lateness."""
 
 
 def run_roll_bench(args: argparse.Namespace) -> int:
@@ -95,6 +99,7 @@ def _roll(
         for replica in replicas:
             with console.status(f"rolling {replica.name}: SIGTERM, start, ready, owning"):
                 restarts.append(_restart(replica, "SIGTERM", 0.0))
+        _pause(console, BEFORE_KILL_S, "the roll's backlog going out before the kill")
         with console.status(f"SIGKILL {replicas[0].name}, start {args.kill_down_s} s later"):
             restarts.append(_restart(replicas[0], "SIGKILL", args.kill_down_s))
         _pause(console, args.seconds - (time.monotonic() - started), "steady load after the roll")
