@@ -59,8 +59,7 @@ def histogram(store: TimerStore, now_ms: int) -> Histogram:
     hours = -(-(edge - now_ms) // HOUR_MS) if edge > now_ms else 1
     by_minute = np.zeros(60, dtype=np.int64)
     by_hour = np.zeros(max(hours, 1), dtype=np.int64)
-    for start in range(0, wheel.n_slots, CHUNK_SLOTS):
-        part = wheel.slots[start : start + CHUNK_SLOTS]
+    for _, part in wheel.passes(CHUNK_SLOTS):  # slots on pages never used are empty
         times = part["time_ms"]
         live = (part["count"] != 0) & (times >= read_tick) & (times < edge)
         _bin(times[live], part["count"][live].astype(np.int64), now_ms, by_minute, by_hour)

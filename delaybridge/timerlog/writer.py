@@ -6,10 +6,12 @@ placement (:mod:`placement`), numpy linking (:meth:`TimingWheel.plan_link`), one
 
 A batch is written all or nothing (:meth:`Writer.write`), in this order:
 
+0. place the batch and link it by a wheel *plan* that changes nothing yet, reserving
+   the wheel pages the plan will write (a full disk fails here, nothing written);
 1. the commit-log records (a failure moves nothing);
-2. the timer-log entries, linked by a wheel *plan* that changes nothing yet; if they
-   cannot be written, the commit log is cut back to where it ended (step 1 undone);
-3. only then the wheel's slots (mapped and allocated: this cannot fail).
+2. the timer-log entries; if they cannot be written, the commit log is cut back to
+   where it ended (step 1 undone);
+3. only then the wheel's slots (mapped and reserved at step 0: this cannot fail).
 
 So a disk that fills mid-batch leaves the store exactly as before the batch, and a
 later flush never writes a checkpoint past the last entry it can account for.
@@ -88,11 +90,11 @@ class Writer:
         """Write a batch of encoded records and their entries, all or nothing (the
         module docstring's steps); OSError (a full disk) leaves the store unchanged."""
         assert self.reader is not None
-        cl_end = self.commit_log.end
-        cl_pos = self.commit_log.append_encoded(parts, sizes)  # 1
-        slot, kinds = self.place(due, floor_tick_ms, kind)
+        slot, kinds = self.place(due, floor_tick_ms, kind)  # 0
         first = self.timer.end
         plan = self.wheel.plan_link(slot, np.arange(first, first + len(slot), dtype=np.int64))
+        cl_end = self.commit_log.end
+        cl_pos = self.commit_log.append_encoded(parts, sizes)  # 1
         entries = timer_entry.build(
             hashes, plan.prev, slot, cl_pos, kinds.astype(np.uint64), crc=False
         )

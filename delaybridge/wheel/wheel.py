@@ -14,10 +14,24 @@ inside the window [read, read + 8,000) at any moment, which is why the store rol
 later messages instead of putting them here.
 
 Costs: appending n entries is O(n log n) in numpy; finding the next non-empty tick
-scans slots in vectorised chunks; the file is ``64 + 32 * slots`` bytes, allocated
-when it is created (``posix_fallocate``): slots are written through the map, and a
-write into a hole of a mapped file on a full disk kills the process (SIGBUS) instead
-of raising.
+scans slots in vectorised chunks.
+
+The file is ``64 + 32 * slots`` bytes (27.6 MB by default) but *sparse*: a page of it
+takes space only once a slot on it is used, so an empty store's wheel costs one page.
+Slots are read and written through the map, and a hole of a mapped file must never be
+touched on a full disk: a store into it kills the process with SIGBUS instead of
+raising ENOSPC, and on tmpfs so does a read (:mod:`delaybridge.file_space`). So the
+wheel keeps a bitmap of its *reserved* pages (allocated with ``posix_fallocate``) and
+
+- reserves the pages of the slots a batch will use before anything of the batch is
+  written (:meth:`plan_link`, :meth:`rebuild_chunk`): a full disk fails the
+  reservation with ENOSPC, which the store handles like any failed write;
+- never reads a page it has not reserved: such a page holds only empty slots
+  (:meth:`list_of`, :meth:`scan` and every pass over the slots skip it).
+
+On open, the pages the file system reports as data are reserved again (a no-op for
+allocated ones; on a file system that cannot report holes, the whole file, as before).
+A page, once reserved, stays so: a busy wheel grows to its full size over one window.
 
 The wheel is an index: everything in it can be rebuilt from the timer log
 (:meth:`rebuild_chunk`). Its header's ``stamp`` holds ``timer_end + 1`` after a
@@ -38,11 +52,13 @@ import numpy as np
 import numpy.typing as npt
 
 from delaybridge.errors import ConfigError, IntegrityError
+from delaybridge.file_space import data_ranges, reserve
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 from delaybridge.wheel.slot_codec import CRC, DTYPE, SLOT, SLOT_SIZE
 
 I64 = npt.NDArray[np.int64]
 SCAN_CHUNK_SLOTS = 8192
+PAGE = mmap.PAGESIZE
 
 
 class SlotList(NamedTuple):
@@ -88,6 +104,9 @@ class TimingWheel:
         self.tick_ms = tick_ms
         self.n_slots = slots
         size = HEADER_SIZE + SLOT_SIZE * slots
+        self._size = size
+        self._reserved = np.zeros(-(-size // PAGE), dtype=bool)
+        """Pages allocated by :meth:`_reserve` (or found allocated on open)."""
         fresh = not path.exists()
         self.fresh = fresh
         """The file was created by this open (all slots empty)."""
@@ -96,7 +115,8 @@ class TimingWheel:
             header = FileHeader(FileKind.WHEEL, SLOT_SIZE, 0, tick_ms, slots, 0)
             try:
                 os.pwrite(self._fd, header.encode(), 0)
-                os.posix_fallocate(self._fd, 0, size)
+                os.ftruncate(self._fd, size)
+                self._reserve_pages(np.zeros(1, dtype=np.int64))  # the header's page
             except OSError:
                 os.close(self._fd)
                 path.unlink()  # a half-made wheel is no wheel: the next open makes it again
@@ -119,13 +139,48 @@ class TimingWheel:
                 os.close(self._fd)
                 raise IntegrityError(f"{path}: offset {size}: wheel file has the wrong size")
             self.stamp = header.stamp
-            try:  # a wheel written by an older build may be sparse
-                os.posix_fallocate(self._fd, 0, size)
+            try:
+                self._adopt_pages()
             except OSError:
                 os.close(self._fd)
                 raise
         self._mm = mmap.mmap(self._fd, size)
         self.slots = np.frombuffer(self._mm, dtype=DTYPE, count=slots, offset=HEADER_SIZE)
+
+    # -- space ------------------------------------------------------------------
+    def _adopt_pages(self) -> None:
+        """Reserve again the pages the file system says hold data: allocated ones cost
+        nothing; a file system that cannot report holes reports the whole file, which
+        is then allocated whole, as before lazily grown wheels. The header's page always."""
+        pages: list[I64] = [np.zeros(1, dtype=np.int64)]
+        for start, end in data_ranges(self._fd, 0, self._size):
+            pages.append(np.arange(start // PAGE, -(-end // PAGE), dtype=np.int64))
+        self._reserve_pages(np.unique(np.concatenate(pages)))
+
+    def _reserve(self, slot_idx: I64) -> None:
+        """Allocate the pages of the slots at ``slot_idx`` not allocated yet (OSError,
+        ENOSPC on a full disk: nothing of the caller's batch is written then)."""
+        pages = np.unique((HEADER_SIZE + SLOT_SIZE * slot_idx) // PAGE)
+        self._reserve_pages(pages[~self._reserved[pages]])
+
+    def _reserve_pages(self, pages: I64) -> None:
+        """Allocate ``pages`` (ascending), one call per run of consecutive pages."""
+        if not len(pages):
+            return
+        cuts = np.flatnonzero(np.diff(pages) != 1) + 1
+        for run in np.split(pages, cuts):
+            first, last = int(run[0]), int(run[-1])
+            start = first * PAGE
+            reserve(self._fd, start, min((last + 1) * PAGE, self._size) - start)
+            self._reserved[first : last + 1] = True
+
+    def _page_of(self, slot_idx: I64) -> I64:
+        return (HEADER_SIZE + SLOT_SIZE * slot_idx) // PAGE
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Bytes of the file allocated by the wheel (its pages in use, header included)."""
+        return min(int(np.count_nonzero(self._reserved)) * PAGE, self._size)
 
     # -- state of the file ---------------------------------------------------
     def set_stamp(self, stamp: int) -> None:
@@ -139,7 +194,7 @@ class TimingWheel:
     def bad_slots(self) -> npt.NDArray[np.intp]:
         """Slots in use whose CRC fails (checked in chunks to bound memory)."""
         bad: list[npt.NDArray[np.intp]] = []
-        for start, part in self._passes(1 << 16):
+        for start, part in self.passes(1 << 16):
             used = np.flatnonzero(part["count"] != 0)
             rows = part[used].view(np.uint8).reshape(-1, SLOT_SIZE)[:, 4:]
             wrong = used[CRC.compute(rows) != part["crc"][used]]
@@ -148,20 +203,36 @@ class TimingWheel:
 
     def clear(self) -> None:
         """Empty every slot (writing only the slots in use)."""
-        for _, part in self._passes():
+        for _, part in self.passes():
             used = np.flatnonzero(part["count"] != 0)
             if len(used):
                 part["count"][used] = 0
 
-    def _passes(self, step: int = 1 << 18) -> Iterator[tuple[int, npt.NDArray[np.void]]]:
-        """The slots in chunks, each chunk's pages out of the RSS once the caller is done
-        with it: a pass over every slot (recovery, the live-start recount) must not
-        leave the file resident (slots in use fault back in when next used)."""
-        for start in range(0, self.n_slots, step):
-            yield start, self.slots[start : start + step]
-            first = (HEADER_SIZE + SLOT_SIZE * start) // mmap.PAGESIZE * mmap.PAGESIZE
-            end = HEADER_SIZE + SLOT_SIZE * min(start + step, self.n_slots)
-            self._mm.madvise(mmap.MADV_DONTNEED, first, end - first)
+    def passes(self, step: int = 1 << 18) -> Iterator[tuple[int, npt.NDArray[np.void]]]:
+        """The slots on reserved pages, in pieces of at most ``step`` slots: (index of the
+        first slot, the slots). Pages never reserved hold only empty slots and are not
+        touched (a hole must not be read through the map: the module docstring). Each
+        piece's pages leave the RSS once the caller is done with it: a pass over every
+        slot (recovery, the live-start recount) must not leave the file resident (slots
+        in use fault back in when next used)."""
+        pages = np.flatnonzero(self._reserved)
+        for run in np.split(pages, np.flatnonzero(np.diff(pages) != 1) + 1):
+            if not len(run):
+                continue
+            lo = self._first_slot(int(run[0]))
+            hi = min(self._first_slot(int(run[-1]) + 1), self.n_slots)
+            for start in range(lo, hi, step):
+                stop = min(start + step, hi)
+                yield start, self.slots[start:stop]
+                first = (HEADER_SIZE + SLOT_SIZE * start) // PAGE * PAGE
+                end = HEADER_SIZE + SLOT_SIZE * stop
+                self._mm.madvise(mmap.MADV_DONTNEED, first, end - first)
+
+    @staticmethod
+    def _first_slot(page: int) -> int:
+        """The first slot on ``page`` (slots never straddle pages: 64 and 4096 are both
+        multiples of 32)."""
+        return max(0, (page * PAGE - HEADER_SIZE) // SLOT_SIZE)
 
     # -- lists ----------------------------------------------------------------
     def index(self, time_ms: I64) -> I64:
@@ -170,6 +241,8 @@ class TimingWheel:
     def list_of(self, time_ms: int) -> SlotList:
         """The list of the tick at ``time_ms``; :data:`EMPTY_LIST` if it has none."""
         offset = HEADER_SIZE + SLOT_SIZE * ((time_ms // self.tick_ms) % self.n_slots)
+        if not self._reserved[offset // PAGE]:
+            return EMPTY_LIST  # a page never used holds only empty slots
         _, count, slot_ms, first, last = SLOT.unpack_from(self._mm, offset)
         if count == 0 or slot_ms != time_ms:
             return EMPTY_LIST
@@ -187,7 +260,8 @@ class TimingWheel:
 
         Within the batch, an entry's prev is the batch's previous entry of the same
         tick; the first of each tick links to the slot's current ``last`` (or -1 when
-        the slot is empty or stale)."""
+        the slot is empty or stale). The pages of the slots it will write are reserved
+        first: OSError (ENOSPC, a full disk) before anything of the batch is written."""
         order = np.argsort(time_ms, kind="stable")
         t_sorted = time_ms[order]
         k_sorted = indexes[order]
@@ -198,6 +272,7 @@ class TimingWheel:
         prev_sorted[1:] = k_sorted[:-1]
         group_t = t_sorted[starts]
         slot_idx = self.index(group_t)
+        self._reserve(slot_idx)
         cur = self.slots[slot_idx]
         live = (cur["count"] != 0) & (cur["time_ms"] == group_t)
         prev_sorted[starts] = np.where(live, cur["last"], -1)
@@ -214,7 +289,7 @@ class TimingWheel:
         return LinkPlan(prev, slot_idx, new)
 
     def apply_link(self, plan: LinkPlan) -> None:
-        """Write the slots of a :meth:`plan_link` (into allocated pages: cannot fail)."""
+        """Write the slots of a :meth:`plan_link` (into reserved pages: cannot fail)."""
         self.slots[plan.slot_idx] = plan.rows
 
     def rebuild_chunk(self, time_ms: I64, indexes: I64) -> None:
@@ -224,13 +299,15 @@ class TimingWheel:
         ``bincount`` gives the count and fancy assignment (the last write of a
         repeated index wins) the newest entry; the oldest comes from the reversed
         arrays. Live entries of one slot all share one tick (the window invariant).
-        Slot CRCs are left to :meth:`seal_rebuild`, once, at the end.
+        Slot CRCs are left to :meth:`seal_rebuild`, once, at the end. The pages of the
+        slots it writes are reserved first (OSError on a full disk: nothing written).
         """
         if len(time_ms) == 0:
             return
         slot_idx = self.index(time_ms)
         counts = np.bincount(slot_idx, minlength=self.n_slots)
         touched = np.flatnonzero(counts)
+        self._reserve(touched)
         last = np.empty(self.n_slots, dtype=np.int64)
         last[slot_idx] = indexes
         first = np.empty(self.n_slots, dtype=np.int64)
@@ -249,7 +326,7 @@ class TimingWheel:
 
     def seal_rebuild(self) -> None:
         """Compute the CRC of every slot in use (after the last :meth:`rebuild_chunk`)."""
-        for _, part in self._passes():
+        for _, part in self.passes():
             used = np.flatnonzero(part["count"] != 0)
             if len(used):
                 rows = part[used].view(np.uint8).reshape(-1, SLOT_SIZE)[:, 4:]
@@ -260,7 +337,11 @@ class TimingWheel:
         """Non-empty ticks in [from_ms, to_ms], looking at no more than ``limit`` slots."""
         n_ticks = max(0, min((to_ms - from_ms) // self.tick_ms + 1, limit, self.n_slots))
         times = from_ms + self.tick_ms * np.arange(n_ticks, dtype=np.int64)
-        part = self.slots[self.index(times)]
+        idx = self.index(times)
+        on = self._reserved[self._page_of(idx)]
+        if not on.all():  # slots on pages never used are empty; their holes stay unread
+            times, idx = times[on], idx[on]
+        part = self.slots[idx]
         hit = (part["count"] != 0) & (part["time_ms"] == times)
         found = part[hit]
         return Scan(
@@ -274,7 +355,7 @@ class TimingWheel:
     def live_count(self, after_ms: int) -> int:
         """Entries in the lists of ticks after ``after_ms`` (recovery checks the sum)."""
         total = 0
-        for _, part in self._passes():
+        for _, part in self.passes():
             used = (part["count"] != 0) & (part["time_ms"] > after_ms)
             total += int(part["count"][used].sum())
         return total
@@ -283,7 +364,7 @@ class TimingWheel:
         """(earliest tick >= from_ms in use, smallest ``first`` among them)."""
         earliest: int | None = None
         min_first: int | None = None
-        for _, part in self._passes():
+        for _, part in self.passes():
             used = (part["count"] != 0) & (part["time_ms"] >= from_ms)
             if not used.any():
                 continue

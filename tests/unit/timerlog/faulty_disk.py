@@ -2,8 +2,8 @@
 
 Every way the store puts bytes on disk goes through ``os.pwrite`` or
 ``os.posix_fallocate`` (the logs, the cancel log, the checkpoint's temporary file, the
-wheel's header and its allocation; the wheel's slots are written through a map of
-allocated pages, which needs no new space). :class:`FaultyDisk` replaces both: the
+wheel's header and the reservation of its pages; the wheel's slots are written through
+a map of reserved pages, which needs no new space). :class:`FaultyDisk` replaces both: the
 ``fail_at``-th call writes half its bytes (a disk filling mid-write), and every call
 after it raises ENOSPC until :meth:`FaultyDisk.free` -- as a full filesystem does.
 """
