@@ -82,20 +82,19 @@ class CommitLog:
             self.log.release_pages()
         return out
 
-    def verify(self, start: int, stop: int) -> int:
-        """Check every record in ``[start, stop)``; returns how many. For ``inspect``."""
-        pos, n = start, 0
-        while pos < stop:
+    def verify(self, positions: npt.NDArray[np.int64]) -> int:
+        """Check the record at each of ``positions``; returns how many. For ``inspect``:
+        the records of the messages not finished (a finished one may have been punched
+        out, :mod:`reclaim`)."""
+        n = 0
+        for pos in positions.tolist():
             seg, off = self.log.locate(pos)
-            mm = seg.map()
             i = self.log.segments.index(seg)
-            limit = off + self.log.segment_end(i) - pos
-            while pos < stop and off < limit:
-                length = check(mm, off, limit, seg.path, off)
-                off += length
-                pos += length
-                n += 1
-            self.log.release_pages()
+            check(seg.map(), off, off + self.log.segment_end(i) - pos, seg.path, off)
+            n += 1
+            if n % RELEASE_EVERY_RECORDS == 0:
+                self.log.release_pages()
+        self.log.release_pages()
         return n
 
     def sync(self) -> None:
@@ -103,6 +102,9 @@ class CommitLog:
 
     def delete_before(self, pos: int) -> int:
         return self.log.delete_before(pos)
+
+    def punch_before(self, pos: int) -> int:
+        return self.log.punch_before(pos)
 
     def close(self) -> None:
         self.log.close()

@@ -6,15 +6,19 @@
    then bring the id index up to the timer log's end (sort whole runs into their
    slots; never fsynced: recovery verifies it, see :mod:`id_index`);
 2. forget applied cancels of ticks the delivery cursor has passed;
-3. every ``LIVE_RECOMPUTE_MS`` (or when asked), recompute ``live_start``: the oldest
-   timer-log entry a tick at or after the cursor's still needs (a pass over every
-   slot, whose pages leave the process's RSS chunk by chunk: ``TimingWheel``);
+3. every ``LIVE_RECOMPUTE_MS`` (or when asked, or when the cursor moved while space is
+   short: :attr:`Flusher.space_short`), recompute ``live_start``: the oldest timer-log
+   entry a tick at or after the cursor's still needs (a pass over every slot in use,
+   whose pages leave the process's RSS chunk by chunk: ``TimingWheel``);
 4. replace the checkpoint (temp, fsync, rename, fsync dir) -- unless it would say what
    the last one says: an idle store writes nothing, which also spares a full disk a
    write it cannot make -- then drop a compacted cancel log's previous generation;
 5. let mapped log pages read since the last flush leave the process's RSS;
-6. delete segments wholly before ``live_start`` (only now: a checkpoint that no longer
-   needs them is on disk);
+6. give back the space of finished messages (only now: a checkpoint that no longer
+   needs them is on disk): segments wholly before ``live_start`` deleted, the dead
+   prefix of the first remaining ones punched, and -- with the 30 s recount, or every
+   second while space is short -- the inside of large records finished out of
+   arrival order (:mod:`reclaim`);
 7. compact the cancel log if most of it is dead (a full disk postpones it).
 
 A failure (OSError, e.g. ENOSPC) at steps 1-4 leaves the previous checkpoint, which
@@ -30,6 +34,8 @@ from typing import TYPE_CHECKING
 from delaybridge.durable import is_no_space
 from delaybridge.timerlog.checkpoint import Checkpoint
 from delaybridge.timerlog.marks import StoreMarks
+from delaybridge.timerlog.reclaim import RECORD_PASS_SHORT_MS, Reclaimer
+from delaybridge.timerlog.records import DeliveryCursor
 
 if TYPE_CHECKING:
     from delaybridge.timerlog.store import TimerStore
@@ -58,6 +64,14 @@ class Flusher:
         self.live_start = opened.live_start
         """Timer-log index before which nothing is pending (older segments deletable)."""
         self._live_at_ms = now_ms
+        self._live_done: DeliveryCursor | None = None
+        """The delivery cursor ``live_start`` was last recomputed at."""
+        self.space_short = False
+        """The owner says the disk is short of space: recompute ``live_start`` and give
+        back what was finished at every flush the cursor moved, not every 30 s."""
+        self.reclaimer = Reclaimer(self.commit_log, self.timer)
+        self._records_at_ms = now_ms - RECORD_PASS_SHORT_MS
+        """When the inside of finished records was last given back (:mod:`reclaim`)."""
         self.marks = opened.marks
         """The owner's marks of the last checkpoint written (or opened)."""
         self._next_marks = opened.marks
@@ -71,24 +85,26 @@ class Flusher:
         self.timer.index.catch_up()
         done = self.reader.done
         self.cancels.forget_before(done.tick_ms)  # 2
-        if recompute_live or now_ms - self._live_at_ms >= LIVE_RECOMPUTE_MS:  # 3
+        periodic = recompute_live or now_ms - self._live_at_ms >= LIVE_RECOMPUTE_MS
+        eager = self.space_short and done != self._live_done
+        if periodic or eager:  # 3
             from_ms = done.tick_ms
             if done.index + 1 >= self.wheel.list_of(done.tick_ms).length:
                 from_ms += self.wheel.tick_ms  # the cursor's tick is read to its end
             _, min_first = self.wheel.live_summary(from_ms)
             self.live_start = self.timer.end if min_first is None else min_first
             self._live_at_ms = now_ms
+            self._live_done = done
         self._save()  # 4
         self.cancels.drop_old()
         self.commit_log.log.release_pages()  # 5
         self.timer.release_pages()
-        if self.live_start < self.timer.end:  # 6
-            cl_start = self.timer.entry(self.live_start).cl_pos
-        else:
-            cl_start = self.commit_log.end
-        if self.timer.delete_before(self.live_start) + self.commit_log.delete_before(cl_start):
-            self.timer.sync()
-            self.commit_log.sync()
+        records = periodic or (
+            self.space_short and now_ms - self._records_at_ms >= RECORD_PASS_SHORT_MS
+        )
+        if records:
+            self._records_at_ms = now_ms
+        self.reclaimer.reclaim(self.live_start, done.tick_ms, records)  # 6
         if self.cancels.needs_compaction():  # 7
             self._compact_cancels()
 

@@ -103,6 +103,11 @@ class IdIndex:
     def _segment_of(self, index: int) -> int:
         return bisect.bisect_right(self.log._bases, index * ENTRY) - 1
 
+    def run_start(self, index: int) -> int:
+        """First entry of the run holding ``index``: the index reads whole runs, so the
+        timer log keeps every entry from there on (:meth:`TimerLog.punch_before`)."""
+        return self._run_first(index)
+
     def _run_first(self, index: int) -> int:
         """First entry of the run holding ``index`` (``index`` itself past the segments)."""
         i = self._segment_of(index)

@@ -102,10 +102,18 @@ class IndexFile:
 
     def claimed(self, slot: int, first: int, count: int) -> tuple[U32, U16] | None:
         """The slot's (hashes, rows) if its trailer says it holds run ``first`` of
-        ``count`` entries (views into the map: not yet verified), else None."""
+        ``count`` entries (views into the map: not yet verified), else None.
+
+        The trailer is read with ``pread``, not through the map: a slot never written is
+        a hole of this sparse file, and on a full tmpfs reading a hole through a map
+        dies of SIGBUS (:mod:`delaybridge.file_space`). A trailer is written last, by the
+        same ``pwrite`` as the rest of its slot, so a slot that has one has no hole."""
         off = self._offset(slot)
         r = self.run_entries
-        have = TRAILER.unpack_from(self.mm, off + r * ENTRY_BYTES)
+        raw = os.pread(self.fd, TRAILER.size, off + r * ENTRY_BYTES)
+        if len(raw) < TRAILER.size:
+            return None
+        have = TRAILER.unpack(raw)
         if have != (count, MAGIC, first):
             return None
         return self.run(slot, count)

@@ -287,6 +287,8 @@ class Reader:
         if slot_ms > w.end_tick:
             tick, skip = self._resume
             if slot_ms == tick and skip and w.end_tick < tick:
+                if skip >= self.wheel.list_of(tick).length:
+                    return False  # read to its end: its list may start before live_start
                 return index not in self._read_part(tick, skip)
             return True
         j = int(np.searchsorted(w.ticks, slot_ms))

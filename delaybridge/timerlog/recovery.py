@@ -20,7 +20,9 @@ The protocol (the code below follows these steps):
    one-to-one and in the same order). Check that the last entry's record ends
    exactly at ``commit_end``; if that record fails its CRC, it was damaged after it
    was flushed (a torn write never reaches a checkpoint): it is quarantined when read
-   (:mod:`quarantine`), like any damaged record.
+   (:mod:`quarantine`), like any damaged record. A finished last record (its tick is
+   before the cursor's) may have been punched out (:mod:`reclaim`): only its length,
+   which it keeps, is checked.
 6. If the wheel file is stamped clean at ``timer_end``, every used slot's CRC holds
    and its slots after the cursor's tick count as many entries as the timer log has
    there (zeroed slots look empty, not damaged), keep it; otherwise rebuild it from
@@ -32,8 +34,8 @@ The protocol (the code below follows these steps):
    every whole run from ``live_start`` against the timer log, rebuild those that fail
    or are missing, sort the run still filling. Never trusted unchecked: the files are
    not fsynced, and a run written before a crash may sort entries the checkpoint cut.
-10. Optionally (``verify_commit_log``) check the CRC of every live commit record;
-   otherwise each record's CRC is checked when it is read for delivery.
+10. Optionally (``verify_commit_log``) check the CRC of the record of every live entry
+   not finished; otherwise each record's CRC is checked when it is read for delivery.
 """
 
 from __future__ import annotations
@@ -45,13 +47,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from delaybridge.errors import ConfigError, IntegrityError
 from delaybridge.timerlog import timer_entry
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.checkpoint import FILE_NAME, Checkpoint
 from delaybridge.timerlog.commit_log import CommitLog
-from delaybridge.timerlog.commit_record import check
+from delaybridge.timerlog.commit_record import PREFIX, check
 from delaybridge.timerlog.errors import StoreLocked
 from delaybridge.timerlog.rescue import rescue
 from delaybridge.timerlog.settings import StoreSettings
@@ -161,9 +164,8 @@ def _recover(
             cancels.apply(index, slot_ms)  # already rolled: skipped when reached
         wheel.set_stamp(0)  # step 8
         timer.load_index(ckpt.live_start)  # step 9
-        if verify and ckpt.live_start < ckpt.timer_end:  # step 10
-            first_cl = timer.entry(ckpt.live_start).cl_pos
-            commit_log.verify(first_cl, ckpt.commit_end)
+        if verify:  # step 10
+            commit_log.verify(_unfinished_records(timer, ckpt))
     except BaseException:
         for part in (commit_log, timer, cancels, wheel):
             part.close()
@@ -198,7 +200,7 @@ def _check_entries(
 ) -> int:
     """Steps 5 and 6; returns how many live entries sit in ticks after the cursor's."""
     ahead = 0
-    last_cl = -1
+    last_cl = last_slot = -1
     kinds_ok = np.array([int(k) for k in timer_entry.EntryType], dtype=np.uint64)
     # 1 Mi entries (32 MiB) per pass: the wheel rebuild costs O(slots) per chunk.
     for first, entries in timer.chunks(ckpt.live_start, ckpt.timer_end, chunk_entries=1 << 20):
@@ -214,6 +216,7 @@ def _check_entries(
                 f"commit-log position {int(cl[row])}"
             )
         last_cl = int(cl[-1])
+        last_slot = int(entries["slot_ms"][-1])
         ahead += int(np.count_nonzero(entries["slot_ms"] > ckpt.done_tick_ms))
         if wheel is not None:
             keep = entries["slot_ms"] >= ckpt.done_tick_ms
@@ -223,7 +226,10 @@ def _check_entries(
         seg, off = commit_log.log.locate(last_cl)
         mm = seg.map()
         try:
-            length = check(mm, off, len(mm), seg.path, off)
+            if last_slot < ckpt.done_tick_ms:  # finished: its inside may be punched out
+                length = PREFIX.unpack_from(mm, off)[0]
+            else:
+                length = check(mm, off, len(mm), seg.path, off)
         except IntegrityError as exc:  # data the checkpoint vouches for, damaged since
             log.warning("%s; the record is quarantined when it is read", exc)
             return ahead
@@ -233,3 +239,12 @@ def _check_entries(
                 f"{last_cl + length}, the checkpoint says {ckpt.commit_end}"
             )
     return ahead
+
+
+def _unfinished_records(timer: TimerLog, ckpt: Checkpoint) -> npt.NDArray[np.int64]:
+    """Commit-log positions of the live entries in ticks at or after the cursor's."""
+    parts = [np.empty(0, dtype=np.int64)]
+    for _, entries in timer.chunks(ckpt.live_start, ckpt.timer_end):
+        keep = entries["slot_ms"] >= ckpt.done_tick_ms
+        parts.append(timer_entry.positions_of(entries)[keep].astype(np.int64))
+    return np.concatenate(parts)

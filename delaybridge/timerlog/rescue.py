@@ -5,15 +5,19 @@ segment the store had: every pending message gone, silently. Now, when the check
 is missing or unreadable but segments exist, :func:`rescue` rebuilds one:
 
 1. **Timer log**: the entries of every segment, in order, from the first whose record
-   is still in the commit log (older ones were passed, their records deleted). A
-   sealed segment's data must be whole (its end is the next segment's base); the last
-   one's ends at its first all-zero entry, or at a torn tail (a bad entry followed by
-   no good one). A bad entry anywhere else is damage this cannot repair: IntegrityError
-   naming file and offset, and nothing is deleted. Entries must point to increasing
-   commit-log positions.
+   is still in the commit log (older ones were passed, their records deleted or
+   punched out). A sealed segment's data must be whole (its end is the next segment's
+   base); the last one's ends at its first all-zero entry, or at a torn tail (a bad
+   entry followed by no good one). A bad entry anywhere else is damage this cannot
+   repair: IntegrityError naming file and offset, and nothing is deleted. Entries must
+   point to increasing commit-log positions. The first segment's dead prefix may have
+   been punched out (:mod:`reclaim`): a hole between its header's block and more data
+   is such a prefix, and its entries are passed.
 2. **Commit log**: the record of the last entry must check; entries at the tail whose
    records do not (a batch torn by the crash) are dropped. ``commit_end`` is where
-   that record ends.
+   that record ends. A record that lies partly in a hole was finished and punched out
+   (:mod:`reclaim`): it is passed, never read through a map (on a full tmpfs a read
+   of a hole through a map dies of SIGBUS), and its source offset not counted.
 3. **Delivery cursor**: unknown. Everything a window before the newest entry's tick is
    treated as not yet delivered (so nothing pending is lost, and the live entries fit
    the wheel's window): messages delivered in that span go out again -- at least once,
@@ -31,8 +35,10 @@ error-level log line says what was found and what may repeat.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import mmap
+import os
 from collections import Counter
 from pathlib import Path
 from typing import NamedTuple
@@ -40,6 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from delaybridge.errors import ConfigError, IntegrityError
+from delaybridge.file_space import data_ranges
 from delaybridge.fileformat import HEADER_SIZE, FileHeader, FileKind
 from delaybridge.timerlog import (
     commit_codec,
@@ -75,14 +82,11 @@ def rescue(directory: Path, settings: StoreSettings) -> Rescued | None:
             f"store setting tick_ms={settings.tick_ms} does not match the entries in "
             f"{directory / 'timerlog'}; use the old value or a new data directory"
         )
-    maps: dict[int, mmap.mmap] = {}
+    files = _CommitFiles(commits)
     try:
-        for base, path in commits:
-            maps[base] = _map(path)
-        found = _checkpoint(directory, settings, entries, first, commits, maps)
+        found = _checkpoint(directory, settings, entries, first, files)
     finally:
-        for mm in maps.values():
-            mm.close()
+        files.close()
     ckpt = found.checkpoint
     log.error(
         "%s: no usable checkpoint; recovered %d timer-log entries (%d pending) and "
@@ -105,9 +109,65 @@ def _segments(directory: Path, suffix: str, kind: FileKind) -> list[tuple[FileHe
     return out
 
 
-def _map(path: Path) -> mmap.mmap:
-    with path.open("rb") as f:
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+class _CommitFiles:
+    """The commit-log segments as the rescue reads them: mapped, with where they hold
+    data, so that no hole is ever read through a map."""
+
+    def __init__(self, commits: list[tuple[int, Path]]) -> None:
+        self.bases = [base for base, _ in commits]
+        self.paths = [path for _, path in commits]
+        self.fds: list[int] = []
+        self.maps: list[mmap.mmap] = []
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        for base, path in commits:
+            fd = os.open(path, os.O_RDONLY)
+            self.fds.append(fd)
+            self.maps.append(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
+            size = os.fstat(fd).st_size
+            for a, b in data_ranges(fd, 0, size):  # as log positions
+                self._starts.append(base + max(a, HEADER_SIZE) - HEADER_SIZE)
+                self._ends.append(base + b - HEADER_SIZE)
+
+    def in_data(self, pos: int, end: int) -> bool:
+        """Do ``[pos, end)`` lie wholly in data (no byte of them in a hole)?"""
+        j = bisect.bisect_right(self._starts, pos) - 1
+        return j >= 0 and end <= self._ends[j]
+
+    def where(self, pos: int) -> tuple[int, int] | None:
+        """(segment number, file offset) of log position ``pos``; None before the first."""
+        i = bisect.bisect_right(self.bases, pos) - 1
+        return None if i < 0 else (i, HEADER_SIZE + pos - self.bases[i])
+
+    def head_length(self, pos: int) -> int | None:
+        """The length a record at ``pos`` says it has (read with ``pread``)."""
+        at = self.where(pos)
+        if at is None or not self.in_data(pos, pos + commit_record.PREFIX.size):
+            return None
+        i, off = at
+        raw = os.pread(self.fds[i], commit_record.PREFIX.size, off)
+        if len(raw) < commit_record.PREFIX.size:
+            return None
+        length: int = commit_record.PREFIX.unpack(raw)[0]
+        return length
+
+    def check(self, pos: int) -> int | None:
+        """The length of the record at ``pos`` if it is in data and checks, else None."""
+        size = self.head_length(pos)
+        at = self.where(pos)
+        if size is None or at is None or not self.in_data(pos, pos + max(size, 1)):
+            return None
+        i, off = at
+        try:
+            return commit_record.check(self.maps[i], off, len(self.maps[i]), self.paths[i], off)
+        except IntegrityError:
+            return None
+
+    def close(self) -> None:
+        for mm in self.maps:
+            mm.close()
+        for fd in self.fds:
+            os.close(fd)
 
 
 def _entries(timers: list[tuple[FileHeader, Path]]) -> tuple[timer_entry.Entries, int]:
@@ -129,6 +189,10 @@ def _entries(timers: list[tuple[FileHeader, Path]]) -> tuple[timer_entry.Entries
         if n > len(data):
             raise IntegrityError(f"{path}: offset {path.stat().st_size}: segment cut short")
         data = data[:n]
+        if i == 0:  # its dead prefix may have been punched out: those entries are passed
+            skip = min(_punched_prefix(path, size), n)
+            data, n, base = data[skip:], n - skip, base + skip * ENTRY
+            first += skip
         bad = timer_entry.bad_wide_rows(data) if v1 else timer_entry.bad_rows(data)
         if last:
             zero = np.flatnonzero(~data.view(np.uint8).reshape(-1, size).any(axis=1))
@@ -160,39 +224,59 @@ def _entries(timers: list[tuple[FileHeader, Path]]) -> tuple[timer_entry.Entries
     return entries, first
 
 
+def _punched_prefix(path: Path, entry_size: int) -> int:
+    """How many entries at the start of a timer segment were punched out (:mod:`reclaim`):
+    those before the data that follows a hole after the header's block. A hole with no
+    data after it is the unwritten rest of the segment, not a punched prefix."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        ranges = data_ranges(fd, 0, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+    if len(ranges) < 2 or ranges[0][0] != 0:
+        return 0
+    return -(-(ranges[1][0] - HEADER_SIZE) // entry_size)
+
+
 def _checkpoint(
     directory: Path,
     settings: StoreSettings,
     entries: timer_entry.Entries,
     first: int,
-    commits: list[tuple[int, Path]],
-    maps: dict[int, mmap.mmap],
+    files: _CommitFiles,
 ) -> Rescued:
-    bases = [base for base, _ in commits]
-    # Entries whose records were deleted (passed, the segment gone) are not live.
-    gone = int(np.searchsorted(timer_entry.positions_of(entries), bases[0] if bases else 1 << 62))
+    bases = files.bases
+    # Entries whose records were deleted (passed, the segment gone) or whose record's
+    # start was punched out with a dead prefix are not live.
+    positions: list[int] = timer_entry.positions_of(entries).tolist()
+    gone = int(np.searchsorted(positions, bases[0] if bases else 1 << 62))
+    while gone < len(positions) and not files.in_data(positions[gone], positions[gone] + 1):
+        gone += 1
     entries, first = entries[gone:], first + gone
-    cl = timer_entry.positions_of(entries).tolist()
+    cl = positions[gone:]
 
-    def record(pos: int) -> tuple[mmap.mmap, int, Path] | None:
-        i = int(np.searchsorted(bases, pos, side="right")) - 1
-        return None if i < 0 else (maps[bases[i]], HEADER_SIZE + pos - bases[i], commits[i][1])
+    def end_of(row: int) -> int | None:
+        """Where the record of ``row`` ends (the next record starts), from its neighbour
+        or, for the last, from its own length."""
+        if row + 1 < len(cl):
+            return cl[row + 1]
+        size = files.head_length(cl[row])
+        return None if size is None else cl[row] + size
 
-    def length(pos: int) -> int | None:
-        where = record(pos)
-        if where is None:
-            return None
-        mm, off, path = where
-        try:
-            return commit_record.check(mm, off, len(mm), path, off)
-        except IntegrityError:
-            return None
+    def punched(row: int) -> bool:
+        """Does the record of ``row`` lie partly in a hole (finished, punched out)?"""
+        end = end_of(row)
+        return end is not None and not files.in_data(cl[row], end)
 
     n = len(cl)  # step 2: drop a torn tail
-    while n and length(cl[n - 1]) is None:
+    while n and not punched(n - 1) and files.check(cl[n - 1]) is None:
         n -= 1
     entries = entries[:n]
-    end = cl[n - 1] + (length(cl[n - 1]) or 0) if n else (bases[0] if bases else 0)
+    if n:
+        end = end_of(n - 1) if punched(n - 1) else cl[n - 1] + (files.check(cl[n - 1]) or 0)
+    else:
+        end = bases[0] if bases else 0
+    assert end is not None
     generation, cancel_end, applied = _cancels(directory)
     slot = entries["slot_ms"]
     done = (int(slot.max()) - settings.window_ms + settings.tick_ms) if n else 0  # step 3
@@ -202,12 +286,17 @@ def _checkpoint(
     latest: dict[tuple[int, int, int], int] = {}  # a record's (id hash, crc, length) -> row
     topics: dict[int, str] = {}
     hashes = entries["id_hash"].tolist()
+    finished: set[int] = set()
     for row, pos in enumerate(cl[:n]):
-        size = length(pos)
-        if size is None:
+        if punched(row):
+            finished.add(first + row)  # passed: delivered, cancelled or rolled
+            continue
+        size = files.check(pos)
+        at = files.where(pos)
+        if size is None or at is None:
             continue  # damaged: quarantined when read
-        mm, off, _ = record(pos) or (None, 0, None)
-        assert mm is not None
+        i, off = at
+        mm = files.maps[i]
         rec = commit_codec.decode(mm, off, directory)
         last_offset = max(last_offset, rec.source_offset)
         latest[(hashes[row], commit_record.PREFIX.unpack_from(mm, off)[1], size)] = row
@@ -219,7 +308,7 @@ def _checkpoint(
     superseded = {
         first + row: slot_ms
         for row, slot_ms in enumerate(slot.tolist())
-        if row in topics and row not in kept and slot_ms >= done
+        if ((row in topics and row not in kept) or first + row in finished) and slot_ms >= done
     }
     for row, topic in topics.items():
         if slot[row] >= done and first + row not in applied and first + row not in superseded:

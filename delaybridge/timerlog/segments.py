@@ -18,6 +18,14 @@ log: 32-byte entries in version 1, 20-byte ones from version 2): positions then 
 and file names stay what they were), and a segment's :meth:`Segment.offset` turns a
 position into the file offset of its entry.
 
+Space comes back two ways: a segment whose data lies wholly before a position is
+deleted (:meth:`SegmentedLog.delete_before`), and the blocks of a segment that hold only
+dead data are punched out of it (:meth:`SegmentedLog.punch_before`,
+:meth:`SegmentedLog.punch`): the file keeps its size and its positions, the range reads
+as zeros, and its space is the file system's again (:mod:`delaybridge.file_space`). A
+segment's first block, which holds its header, is never punched. Where the file system
+cannot punch holes, :attr:`SegmentedLog.holes` turns False and only deletion is left.
+
 Not thread-safe: the store's owner thread calls it.
 """
 
@@ -30,8 +38,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delaybridge.durable import allocated_bytes, fsync_dir, pwrite_all
+from delaybridge.durable import allocated_bytes, fsync_dir, is_no_space, pwrite_all
 from delaybridge.errors import IntegrityError
+from delaybridge.file_space import HOLES_UNSUPPORTED, block_size, punch_hole
 from delaybridge.fileformat import CURRENT_VERSIONS, HEADER_SIZE, FileHeader, FileKind
 
 
@@ -52,6 +61,9 @@ class Segment:
     entry_size: int = 0
     """Bytes this file stores per entry (with ``unit``)."""
     mm: mmap.mmap | None = field(default=None, repr=False)
+    punched: int = 0
+    """File offset up to which the segment's dead prefix was punched by this process
+    (0 after an open: punching a hole again costs a system call and nothing else)."""
 
     def offset(self, pos: int) -> int:
         """File offset of log position ``pos`` (which this segment holds)."""
@@ -104,7 +116,10 @@ class SegmentedLog:
         self._dirty: set[Segment] = set()
         self._dir_dirty = False
         self._seal_tail = False
-        """The last segment is of an older format version: append in a new one."""
+        """The next append starts a new segment (the last one is of an older format
+        version, or was sealed on purpose: :meth:`seal`)."""
+        self.holes: bool | None = None
+        """Can this file system punch holes? None until the first try."""
 
     # -- opening and recovery ------------------------------------------------
     def open(self, end: int) -> None:
@@ -256,20 +271,79 @@ class SegmentedLog:
             if seg.mm is not None:
                 seg.mm.madvise(mmap.MADV_DONTNEED)
 
-    # -- deletion ------------------------------------------------------------
+    # -- giving space back ------------------------------------------------------
     def delete_before(self, pos: int) -> int:
         """Delete segments whose data lies wholly before ``pos``; never the last one."""
         removed = 0
         while len(self.segments) > 1 and self.segments[1].base <= pos:
-            seg = self.segments.pop(0)
-            self._bases.pop(0)
-            self._dirty.discard(seg)
-            seg.close()
-            seg.path.unlink()
+            self._delete_first()
             removed += 1
-        if removed:
-            self._dir_dirty = True
         return removed
+
+    def delete_all_before(self, pos: int) -> int:
+        """:meth:`delete_before`, and the last segment too when ``pos`` is the log's end
+        (it holds nothing live): the next append starts a new segment. For a file system
+        without holes, where nothing else gives an active segment's space back."""
+        removed = self.delete_before(pos)
+        if self.segments and pos >= self.end and len(self.segments) == 1:
+            self._delete_first()
+            removed += 1
+        return removed
+
+    def _delete_first(self) -> None:
+        seg = self.segments.pop(0)
+        self._bases.pop(0)
+        self._dirty.discard(seg)
+        seg.close()
+        seg.path.unlink()
+        self._dir_dirty = True
+
+    def seal(self) -> None:
+        """Start the next append in a new segment, so that this one can be deleted once
+        it is dead (on a file system without holes, its space comes back no other way)."""
+        tail = self.tail
+        if tail is not None and self.end > tail.base:
+            self._seal_tail = True
+
+    def block(self) -> int:
+        """The unit of punched space: the file system's block, at least a page."""
+        tail = self.tail
+        return block_size(tail.fd) if tail is not None else mmap.PAGESIZE
+
+    def punch_before(self, pos: int) -> int:
+        """Punch the blocks of the segment holding ``pos`` (the last one at the log's end)
+        that lie wholly before ``pos``; returns the bytes given back. The caller has made
+        sure nothing before ``pos`` is read again (and that the segments before it are
+        deleted: only this one's prefix is punched)."""
+        if not self.segments or pos < self.start:
+            return 0
+        i = min(bisect.bisect_right(self._bases, pos) - 1, len(self.segments) - 1)
+        seg = self.segments[i]
+        unit = self.block()
+        stop = seg.offset(min(pos, self.segment_end(i))) // unit * unit
+        start = max(seg.punched, unit)
+        if stop <= start or not self.punch(seg, start, stop):
+            return 0
+        seg.punched = stop
+        return stop - start
+
+    def punch(self, seg: Segment, start: int, stop: int) -> bool:
+        """Punch file offsets ``[start, stop)`` of ``seg`` (block-aligned by the caller).
+        False, with nothing changed, where the file system cannot (:attr:`holes` turns
+        False) or has no room to (a copy-on-write file system may need some to free)."""
+        if self.holes is False or stop <= start:
+            return False
+        try:
+            punch_hole(seg.fd, start, stop - start)
+        except OSError as exc:
+            if exc.errno in HOLES_UNSUPPORTED:
+                self.holes = False
+                return False
+            if is_no_space(exc):
+                return False
+            raise
+        self.holes = True
+        return True
 
     def bytes_on_disk(self) -> int:
         return sum(allocated_bytes(s.path) for s in self.segments)

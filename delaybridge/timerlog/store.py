@@ -257,6 +257,20 @@ class TimerStore:
         self._flusher.flush(now, recompute_live, self.marks if marks is None else marks)
 
     @property
+    def space_short(self) -> bool:
+        """Is the disk short of space (the owner's flow control says so)?"""
+        return self._flusher.space_short
+
+    @space_short.setter
+    def space_short(self, short: bool) -> None:
+        """While the disk is short of space, every flush that finds the delivery cursor
+        moved gives back the space of what was finished since (:mod:`reclaim`), instead
+        of once every ``LIVE_RECOMPUTE_MS`` (30 s). Costs a pass over the wheel's slots
+        in use per such flush, and one over the live timer entries when the live records
+        average two blocks or more."""
+        self._flusher.space_short = short
+
+    @property
     def pending_by_topic(self) -> dict[str, int]:
         """Pending messages per target topic (topics with none left out)."""
         return {t: c for t, c in self._pending.items() if c}

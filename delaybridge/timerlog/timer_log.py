@@ -287,6 +287,13 @@ class TimerLog:
             self.index.delete_before()
         return removed
 
+    def punch_before(self, index: int) -> int:
+        """Punch the dead prefix of the first segment, up to the id-index run holding
+        entry ``index`` (a run is read whole: its entries before ``index`` stay); returns
+        the bytes given back. The id index's own files are not punched: a run's slot is
+        6 bytes an entry, and goes with its segment."""
+        return self.log.punch_before(self.index.run_start(index) * ENTRY)
+
     def release_pages(self) -> None:
         self.log.release_pages()
         self.index.release_pages()

@@ -1,13 +1,16 @@
 """Crash tests: cut store files at random offsets and flip random bits.
 
 A store is built once (several flushed batches, cancels, deliveries, rolls, an
-unflushed tail), then copied and damaged hundreds of times. Each damaged copy is
+unflushed tail; the space of finished messages given back: dead prefixes and the inside
+of large records punched out), then copied and damaged hundreds of times. Each damaged copy is
 reopened (with ``verify_commit_log``) and drained. Required: either recovery or the
 drain raises IntegrityError naming the file, or the output is exactly what the
 undamaged store delivers, or -- the checkpoint damaged -- the store is rescued from its
 segments and delivers at least everything the undamaged one does; damage inside data
 the checkpoint vouches for must always be detected. The wheel is an index: damage to
-it is repaired and must not change the output. CRASH_CASES=N changes the number of
+it is repaired and must not change the output. A record the cursor has passed is dead
+(its inside may be punched out to give its space back): the checkpoint vouches only
+for its length. CRASH_CASES=N changes the number of
 cases per kind.
 """
 
@@ -26,7 +29,7 @@ import pytest
 
 from delaybridge.errors import IntegrityError
 from delaybridge.fileformat import HEADER_SIZE
-from delaybridge.timerlog import ManualClock, StoreSettings, TimerRecord, TimerStore
+from delaybridge.timerlog import ManualClock, StoreSettings, TimerRecord, TimerStore, timer_entry
 from tests.unit.timerlog.support import START_MS, drain, rec
 
 CASES = int(os.environ.get("CRASH_CASES", "120"))
@@ -60,10 +63,17 @@ def build(directory: Path) -> None:
                     topic="a" if n % 3 else "b",
                 )
             )
+        for k in range(3):  # records of several blocks, due out of arrival order
+            n += 1
+            delay = 4_000 - 1_500 * k
+            recs.append(
+                rec(f"m{n}", clock.now_ms() + delay, offset=n, value=bytes([n % 251]) * 12_000)
+            )
         store.append(recs)
         store.cancel([(f"m{n - 5}", None), (f"m{n - 9}", "b"), (f"later{batch}", None)])
         clock.advance(900)
         drain(store, 17)
+        store.space_short = batch % 2 == 1  # the inside of finished large records punched
         store.flush(recompute_live=True)
     store.append([rec("unflushed", clock.now_ms() + 1_000, offset=n + 1)])
     store.abandon()
@@ -84,26 +94,40 @@ def vouched_ranges(directory: Path) -> dict[Path, list[tuple[int, int]]]:
     # outside these ranges).
     out: dict[Path, list[tuple[int, int]]] = {Path("checkpoint"): [(0, 1 << 30)]}
     store = TimerStore.open(directory, SETTINGS, ManualClock(START_MS + 5_400))
-    cl_start = (
-        store.timer.entry(ck["live_start"]).cl_pos
-        if ck["live_start"] < ck["timer_end"]
-        else ck["commit_end"]
-    )
-    for log, lo, hi in (
-        (store.commit_log.log, cl_start, ck["commit_end"]),
-        (store.timer.log, ck["live_start"] * 32, ck["timer_end"] * 32),
+    for log, spans in (
+        (store.commit_log.log, unfinished_records(store, ck)),
+        (store.timer.log, [(ck["live_start"] * 32, ck["timer_end"] * 32)]),
     ):
         for i, seg in enumerate(log.segments):
             rel = seg.path.relative_to(directory)
             ranges = [(0, HEADER_SIZE)]
-            a, b = max(lo, seg.base), min(hi, log.segment_end(i))
-            if a < b:
-                ranges.append((seg.offset(a), seg.offset(b)))  # 20-byte timer entries
+            for lo, hi in spans:
+                a, b = max(lo, seg.base), min(hi, log.segment_end(i))
+                if a < b:
+                    ranges.append((seg.offset(a), seg.offset(b)))  # 20-byte timer entries
             out[rel] = ranges
     cancels = store.cancels.path.relative_to(directory)
     out[cancels] = [(0, HEADER_SIZE + ck["cancel_end"])]
     store.abandon()
     return out
+
+
+def unfinished_records(store: TimerStore, ck: dict[str, int]) -> list[tuple[int, int]]:
+    """The commit-log ranges of the live records not finished (ticks at or after the
+    cursor's), and the length of the last record: what recovery checks. A finished
+    record is dead; its inside may be punched out (timerlog/reclaim.py), and damage
+    there changes nothing."""
+    entries = store.timer.read(ck["live_start"], ck["timer_end"])
+    if not len(entries):
+        return []
+    starts = timer_entry.positions_of(entries).tolist()
+    ends = [*starts[1:], ck["commit_end"]]
+    spans = [
+        (a, b)
+        for a, b, slot in zip(starts, ends, entries["slot_ms"].tolist(), strict=True)
+        if slot >= ck["done_tick_ms"]
+    ]
+    return [*spans, (starts[-1], starts[-1] + 4)]
 
 
 @pytest.fixture(scope="module")
