@@ -40,9 +40,20 @@ class StoreSettingsModel(_Section):
     max_delay_ms: int = Field(default=365 * DAY_MS, gt=0)
     flush_interval_ms: int = Field(default=200, gt=0)
     max_pending_messages: int = Field(default=50_000_000, gt=0)
-    # Ingest pauses while the data directory has less free space than this (delivery
-    # goes on, and frees space); it resumes by itself once there is room again.
+    # Ingest pauses while the data directory has less free space than this, or when a
+    # write finds no room (delivery goes on, and frees space); it resumes by itself
+    # (bridge/disk_pause.py).
     min_free_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
+    # Hysteresis: ingest resumes at once when this much more than min_free_bytes (plus
+    # what the refused appends need) is free; at most an eighth of the volume is asked.
+    # Short of it, it resumes when the refused appends fit, after a wait that doubles
+    # each time a resume is refused again (1 s to 60 s).
+    resume_margin_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    # Size of a commit-log segment file. Space inside a segment comes back as messages
+    # finish (holes punched out: docs/storage.md); a segment file is deleted whole once
+    # nothing in it is live. Smaller files cost more files and descriptors, give back
+    # the same space, and matter only on a file system without hole punching.
+    commit_segment_bytes: int = Field(default=64 * 1024 * 1024, ge=4096)
     # How long a cancel that matched nothing waits for its message (it may still arrive
     # from a lagging delay-topic partition), and how far back a replica's cancel feed
     # reads on its very first start (later starts resume where it stopped).

@@ -8,9 +8,12 @@ Two sources decide, and either one can stop ingest:
   ``max_pending_messages`` or more than ``max_delivery_backlog`` due records wait
   (held or in flight), and resumes by itself once both are below again;
 - *disk*: ingest pauses while the data directory's free space is under
-  ``store.min_free_bytes``, or since an append failed for want of space, and resumes
-  by itself once a check finds the space back. Delivery goes on meanwhile (it frees
-  space); a full disk never stops the sidecar.
+  ``store.min_free_bytes``, or since a write failed for want of space, and resumes by
+  itself once a check finds enough space back: over the pause level by a margin, or
+  by what the refused appends need after a growing wait (``bridge/disk_pause.py``:
+  hysteresis, so a disk near full never makes ingest flap). Delivery goes on
+  meanwhile, and the stores give back what it finished; a full disk never stops the
+  sidecar.
 
 Pausing ingest pauses the consumer's whole assignment (Kafka keeps the records; the
 group offsets do not move). A partition assigned while ingest is paused starts paused.
@@ -20,11 +23,13 @@ Not thread-safe: the service's owner thread calls it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from enum import StrEnum
 
 from confluent_kafka import TopicPartition
 
+from delaybridge.bridge.disk_pause import DiskPause
 from delaybridge.connectors.edge import ConsumerEdge
 
 log = logging.getLogger(__name__)
@@ -48,19 +53,27 @@ class FlowControl:
         max_delivery_backlog: int,
         min_free_bytes: int = 0,
         on_change: Callable[[FlowControl], None] | None = None,
+        *,
+        resume_margin_bytes: int = 0,
+        clock_s: Callable[[], float] = time.monotonic,
     ) -> None:
         """``on_change`` is called after every change of state (for the metrics)."""
         self._max_pending = max_pending_messages
         self._max_backlog = max_delivery_backlog
-        self._min_free = min_free_bytes
         self._on_change = on_change
         self.paused: set[Direction] = set()
         self.backpressure = False
-        self.disk_full = False
+        self.disk = DiskPause(min_free_bytes, resume_margin_bytes, clock_s)
+        """The disk's pause of ingest, with its hysteresis."""
         self._consumer: ConsumerEdge | None = None
 
     def attach(self, consumer: ConsumerEdge) -> None:
         self._consumer = consumer
+
+    @property
+    def disk_full(self) -> bool:
+        """Is ingest paused for want of disk space?"""
+        return self.disk.paused
 
     @property
     def ingest_paused(self) -> bool:
@@ -78,10 +91,17 @@ class FlowControl:
             self.paused.discard(what)
         self.apply()
 
-    def update(self, pending: int, backlog: int, free_bytes: int | None = None) -> bool:
-        """Re-evaluate backpressure and the disk; True when backpressure switched on."""
-        if free_bytes is not None:
-            self.set_disk_full(free_bytes < self._min_free, free_bytes)
+    def update(
+        self,
+        pending: int,
+        backlog: int,
+        free_bytes: int | None = None,
+        total_bytes: int | None = None,
+    ) -> bool:
+        """Re-evaluate backpressure and the disk (``free_bytes`` of ``total_bytes``: the
+        data volume's); True when backpressure switched on."""
+        if free_bytes is not None and self.disk.check(free_bytes, total_bytes) is not None:
+            self.apply()
         over = pending > self._max_pending or backlog > self._max_backlog
         if over == self.backpressure:
             return False
@@ -93,19 +113,17 @@ class FlowControl:
         self.apply()
         return over
 
-    def set_disk_full(self, full: bool, free_bytes: int | None = None) -> None:
-        """Ingest stops while the data directory has no room (and resumes after)."""
-        if full == self.disk_full:
-            return
-        self.disk_full = full
-        if full:
-            left = "" if free_bytes is None else f" ({free_bytes} bytes free)"
-            log.warning("flow control: pausing ingest, the data directory is full%s", left)
-        else:
-            log.info(
-                "flow control: disk space is back (%s bytes free); resuming ingest", free_bytes
-            )
-        self.apply()
+    def set_disk_full(self, full: bool) -> None:
+        """A write (a flush) found no room: ingest pauses. It resumes by the disk's own
+        rule (:meth:`update`), never on this call: ``full`` False changes nothing."""
+        if full and self.disk.refused(None, 0):
+            self.apply()
+
+    def refused(self, who: object, needed_bytes: int) -> None:
+        """An append of ``needed_bytes`` for ``who`` (a partition) found no room: ingest
+        pauses, and resumes only once that much more is free (bridge/disk_pause.py)."""
+        if self.disk.refused(who, needed_bytes):
+            self.apply()
 
     def apply(self) -> None:
         """Pause or resume the consumer's whole assignment to match the state."""

@@ -56,7 +56,7 @@ from delaybridge.bridge.commit.results import CommitResults
 from delaybridge.bridge.commit.transactions import TransactionFatal, Transactions
 from delaybridge.bridge.delivery.deliverer import Deliverer
 from delaybridge.bridge.flow import FlowControl
-from delaybridge.bridge.ingest.ingestor import Ingestor
+from delaybridge.bridge.ingest.ingestor import Ingestor, NoRoom
 from delaybridge.bridge.ingest.scout import CancelScout
 from delaybridge.bridge.ingest.side_writes import SideWriter
 from delaybridge.bridge.observe.metrics import Metrics
@@ -153,7 +153,10 @@ class Service:
             s.max_delivery_backlog,
             s.store.min_free_bytes,
             self._flow_changed,
+            resume_margin_bytes=s.store.resume_margin_bytes,
+            clock_s=self._clock_s,
         )
+        self._disk_pauses_counted = 0
         self.flow.attach(self.consumer)
         grace_ms = self.store_settings.cancel_grace_ms
         feed_consumer = self._clients.consumer(
@@ -430,14 +433,18 @@ class Service:
         self._checkpoint(self.commit.checkpoint)
         load = self.telemetry.publish(self.partitions, self.consumer, self.outbox.in_flight)
         self.metrics.set_cancel_horizon_lag_seconds(self.horizon.lag_ms(self.clock.now_ms()) / 1000)
-        free = shutil.disk_usage(self.settings.store.data_dir).free
-        self.metrics.set_store_free_bytes(free)
+        usage = shutil.disk_usage(self.settings.store.data_dir)
+        self.metrics.set_store_free_bytes(usage.free)
         # Writes that wait for acks (changelog values, side writes) count too: a broker
         # that stops answering must not let ingest queue without bound; so do writes
         # waiting for their next try (dead letters a refusing topic bounced).
         backlog = max(load.backlog, load.queued + len(self.retries))
-        if self.flow.update(load.pending, backlog, free):
+        if self.flow.update(load.pending, backlog, usage.free, usage.total):
             self.tally.backpressure_pauses += 1
+        disk = self.flow.disk
+        self.metrics.set_disk_pause(disk.paused, disk.resume_level())  # the level moves
+        for part in self.partitions:
+            part.store.space_short = disk.short  # they give back what they finish at once
 
     def _checkpoint(self, run: Callable[[ConsumerEdge], bool]) -> None:
         """Run one of the commit point's checkpoints; after an aborted transaction,
@@ -451,11 +458,13 @@ class Service:
             self.control.fail(str(exc))
             self.stop()
 
-    def _rewind(self, full: list[TopicPartition]) -> None:
-        """Appends failed for want of disk space: read those records again later."""
-        for tp in full:
-            self.consumer.seek(tp)
-        self.flow.set_disk_full(True)
+    def _rewind(self, full: list[NoRoom]) -> None:
+        """Appends failed for want of disk space: read those records again once the room
+        they need is back (``bridge/disk_pause.py``)."""
+        for refused in full:
+            self.consumer.seek(refused.position)
+            where = refused.position
+            self.flow.refused((where.topic, where.partition), refused.needed_bytes)
 
     def _consumer_error(self, err: RdKafkaError) -> None:
         """The group consumer's fatal errors (``ReportingClients`` hands it those; the
@@ -502,9 +511,16 @@ class Service:
         self.control.fail(f"fatal Kafka client error: {err.str()} [{err.name()}]")
         self.stop()
 
+    def _clock_s(self) -> float:
+        """The service's clock in seconds (what the disk pause times)."""
+        return self.clock.now_ms() / 1000
+
     def _flow_changed(self, flow: FlowControl) -> None:
         self.metrics.set_backpressure(flow.backpressure)
         self.metrics.set_paused(flow.paused)
+        self.metrics.set_disk_pause(flow.disk.paused, flow.disk.resume_level())
+        self.tally.disk_pauses += flow.disk.pauses - self._disk_pauses_counted
+        self._disk_pauses_counted = flow.disk.pauses
 
     def _poll_timeout_s(self) -> float:
         """How long consume() may wait: until the next due tick, retry or flush."""

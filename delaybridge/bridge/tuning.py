@@ -22,6 +22,7 @@ def store_settings_for(settings: Settings) -> StoreSettings:
         tick_ms=settings.store.tick_ms,
         wheel_slots=settings.store.wheel_slots or defaults.wheel_slots,
         max_delay_ms=settings.store.max_delay_ms + _STORE_DELAY_MARGIN_MS,
+        commit_segment_bytes=settings.store.commit_segment_bytes,
         cancel_grace_ms=settings.store.cancel_grace_ms,
     )
     store.validate()

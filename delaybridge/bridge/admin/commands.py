@@ -142,12 +142,18 @@ class AdminControl:
             return False, f"restoring from the changelog: {left}"
         return True, ""
 
+    def conditions(self) -> dict[str, str]:
+        # Read without the owner thread: the note is one string, replaced whole.
+        note = self._flow.disk.note
+        return {"disk": note} if note else {}
+
     def stats(self) -> dict[str, Any]:
         def snapshot() -> dict[str, Any]:
             return {
                 "group": self._group_id,
                 "paused": sorted(d.value for d in self._flow.paused),
                 "backpressure": self._flow.backpressure,
+                "disk_pause": self._flow.disk.paused,
                 "in_flight": self._outbox.in_flight,
                 "partitions": [partition_stats(p) for p in self._partitions],
             }

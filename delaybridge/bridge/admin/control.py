@@ -51,6 +51,12 @@ class Control(Protocol):
         operator (``"Kafka unreachable for 12 s: ..."`` names Kafka)."""
         ...
 
+    def conditions(self) -> dict[str, str]:
+        """What an operator should know about the replica, ready or not, by name: e.g.
+        ``disk``, while ingest is paused for want of space (it delivers meanwhile, so it
+        stays ready). Empty when there is nothing to tell."""
+        ...
+
     def stats(self) -> dict[str, Any]:
         """A JSON-able snapshot: partitions, pending counts, positions, pause state."""
         ...

@@ -9,7 +9,8 @@ Endpoints (docs/operations.md has curl examples):
 - ``GET /metrics`` — Prometheus text (or OpenMetrics when the scraper asks for it).
 - ``GET /healthz`` — 200 while the service loop is alive, else 503.
 - ``GET /readyz`` — 200 once partitions are assigned and stores recovered, else 503
-  with the reason.
+  with the reason; either way with ``conditions`` an operator should know of (ingest
+  paused for want of disk space) when there are any.
 - ``/admin/...`` — stats, message look-up and cancel, pause/resume, the listing of
   pending messages and their counts (``bridge/admin/pending.py``); requires
   ``Authorization: Bearer <token>`` whenever a token is configured, checked before
@@ -150,9 +151,11 @@ class Router:
     def _readyz(self, request: Request) -> Response:
         _params(request)
         ready, why = self._control.ready()
-        if ready:
-            return json_response(HTTPStatus.OK, {"ready": True})
-        return json_response(HTTPStatus.SERVICE_UNAVAILABLE, {"ready": False, "reason": why})
+        doc: dict[str, Any] = {"ready": True} if ready else {"ready": False, "reason": why}
+        conditions = self._control.conditions()
+        if conditions:  # e.g. ingest paused for disk space: ready all the same
+            doc["conditions"] = conditions
+        return json_response(HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE, doc)
 
     # --- admin ---
     def _authorize(self, request: Request) -> Response | None:

@@ -27,17 +27,18 @@ Schedules at offsets the store already holds (a re-read after a restart) are ski
 cancels, replaces and dead letters are written again (harmless duplicates).
 
 A run the store has no room for (disk full) is not lost: :meth:`Ingestor.handle`
-returns where to read its partition again from (its side writes from there on are not
-started: they are read again too), and the service seeks there and pauses ingest until
-there is room (``bridge/flow.py``). One owner thread.
+returns where to read its partition again from and how much room the run needs (its
+side writes from there on are not started: they are read again too), and the service
+seeks there and pauses ingest until that much room is back (``bridge/flow.py``,
+``bridge/disk_pause.py``). One owner thread.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Message, TopicPartition
@@ -58,6 +59,18 @@ from delaybridge.timerlog import Clock, TimerRecord
 from delaybridge.timerlog.errors import DelayTooLong, InvalidRecord
 
 log = logging.getLogger(__name__)
+RECORD_OVERHEAD_BYTES = 52 + 20 + 6
+"""A stored record's bytes beyond its fields: the widest commit-log layout's fixed part,
+its timer-log entry and its id-index entry."""
+
+
+class NoRoom(NamedTuple):
+    """A run of schedules the store had no room for."""
+
+    position: TopicPartition
+    """Where to read its partition again from (its first record)."""
+    needed_bytes: int
+    """About what the run takes on disk: ingest resumes once that much is free."""
 
 
 class Ingestor:
@@ -93,9 +106,9 @@ class Ingestor:
 
     def handle(
         self, messages: list[Message], parts: Mapping[PartKey, PartitionState]
-    ) -> list[TopicPartition]:
-        """Ingest one consumed batch. Returns where to read again: partitions whose
-        store had no room for a run (from its first record), empty when all went in."""
+    ) -> list[NoRoom]:
+        """Ingest one consumed batch. Returns the runs whose store had no room (where to
+        read their partition again, what they need), empty when all went in."""
         plan = ingest_batch(messages, self._rules, self._clock.now_ms(), partial(_upto, parts))
         for msg in plan.errors:
             err = msg.error()
@@ -107,18 +120,21 @@ class Ingestor:
             log.error("deciding about %s/%s/%s failed", *key, msg.offset(), exc_info=exc)
         for key, msg, replace in plan.stored_replaces:  # stored before a crash; maybe not
             self._publish_cancel(parts[key], msg, replace, replace=True)  # its replace
-        full: dict[PartKey, int] = {}
+        full: dict[PartKey, NoRoom] = {}
         for key, run in plan.runs.items():
-            rewind = self._store_run(parts[key], run)
-            if rewind is not None:
-                full[key] = rewind
+            refused = self._store_run(parts[key], run)
+            if refused is not None:
+                full[key] = refused
         for key, writes in plan.later.items():
-            self._side_writes(parts[key], writes, full.get(key))
+            refused = full.get(key)
+            self._side_writes(
+                parts[key], writes, None if refused is None else refused.position.offset
+            )
         if self._requests:
             requests, self._requests = self._requests, []
             if self._apply_here is not None:
                 self._apply_here(requests)
-        return [TopicPartition(t, p, offset) for (t, p), offset in full.items()]
+        return list(full.values())
 
     def _side_writes(
         self,
@@ -135,8 +151,9 @@ class Ingestor:
             else:
                 self._dead_letter(part, msg, decision)
 
-    def _store_run(self, part: PartitionState, run: Run | None) -> int | None:
-        """Append a run; the offset to read again from if the disk had no room."""
+    def _store_run(self, part: PartitionState, run: Run | None) -> NoRoom | None:
+        """Append a run; where to read again from, and what it needs, if the disk had
+        no room."""
         if run is None:
             return None
         records, msgs, replaces = run
@@ -148,13 +165,10 @@ class Ingestor:
         except OSError as exc:
             if exc.errno not in NO_SPACE:
                 raise
-            log.warning(
-                "%s: no room to store %d records (%s); ingest pauses until there is",
-                part.name,
-                len(records),
-                exc,
-            )
-            return records[0].source_offset
+            # Flow control logs the pause, once (bridge/disk_pause.py).
+            log.debug("%s: no room to store %d records (%s)", part.name, len(records), exc)
+            position = TopicPartition(part.topic, part.partition, records[0].source_offset)
+            return NoRoom(position, _footprint(records))
         part.offsets.handled(records[-1].source_offset)
         self._tally.enqueued[part.topic] += len(records)
         if self._changelog is not None:
@@ -232,6 +246,15 @@ class Ingestor:
             )
         )
         self._tally.dead_lettered[rej.reason] += 1
+
+
+def _footprint(records: Sequence[TimerRecord]) -> int:
+    """About the bytes ``records`` take in a store (fields, entries, index)."""
+    total = 0
+    for r in records:
+        total += len(r.id) + len(r.target_topic) + len(r.key or b"") + len(r.value or b"")
+        total += sum(len(name) + len(value or b"") + 6 for name, value in r.headers)
+    return total + RECORD_OVERHEAD_BYTES * len(records)
 
 
 def _readable_headers(msg: Message) -> list[tuple[str, bytes | None]]:

@@ -138,6 +138,19 @@ class Metrics:
             "1 while ingest is paused by flow control (resumes by itself).",
             registry=r,
         )
+        self._disk_pause = Gauge(
+            "delaybridge_disk_pause_active",
+            "1 while ingest is paused for want of disk space (resumes by itself once "
+            "delivery has freed enough: delaybridge_disk_resume_free_bytes).",
+            registry=r,
+        )
+        self._disk_resume = Gauge(
+            "delaybridge_disk_resume_free_bytes",
+            "Free space of the data directory at which a disk pause of ingest ends at once "
+            "(store.min_free_bytes plus what refused appends need plus the margin); 0 while "
+            "ingest is not paused for space.",
+            registry=r,
+        )
         self._assigned = Gauge(
             "delaybridge_assigned_partitions", "Delay-topic partitions owned.", registry=r
         )
@@ -243,6 +256,10 @@ class Metrics:
 
     def set_backpressure(self, active: bool) -> None:
         self._backpressure.set(1 if active else 0)
+
+    def set_disk_pause(self, active: bool, resume_free_bytes: int) -> None:
+        self._disk_pause.set(1 if active else 0)
+        self._disk_resume.set(resume_free_bytes if active else 0)
 
     def set_assigned_partitions(self, n: int) -> None:
         self._assigned.set(n)

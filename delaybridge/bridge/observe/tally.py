@@ -131,6 +131,11 @@ class Tally:
         "delaybridge_backpressure_pauses",
         "Times ingest paused itself because the store or delivery backlog hit its limit.",
     )
+    disk_pauses: int = counted(
+        "delaybridge_disk_pauses",
+        "Times ingest paused for want of disk space (free space under "
+        "store.min_free_bytes, or a write refused); each resumes by itself.",
+    )
     store_corrupt: Counter[str] = counted(
         "delaybridge_store_corrupt_records",
         "Stored records that failed their CRC when read; readable=true ones are "

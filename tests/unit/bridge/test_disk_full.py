@@ -7,6 +7,7 @@ restart crashed on its first batch before delivering anything, so space was neve
 from __future__ import annotations
 
 import errno
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import pytest
 from delaybridge.timerlog import EncodedBatch, TimerRecord, TimerStore
 from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
 from tests.unit.timerlog.faulty_disk import FaultyDisk
+
+MIB = 1 << 20
 
 
 def test_no_space_pauses_ingest_rewinds_and_resumes_when_there_is_room(tmp_path: Path) -> None:
@@ -102,3 +105,62 @@ def test_a_disk_that_fills_for_real_writes_no_crash_loop_and_the_store_reopens(
     assert [h["delay-id"] for h in again.delivered()] == ["early", *late]
     assert again.service.partitions.by_key[(DELAY, 0)].store.stats().pending == 0
     again.stop()
+
+
+class Volume:
+    """The data volume as ``shutil.disk_usage`` reports it, with free space set by hand,
+    and appends refused while it has less than they need."""
+
+    def __init__(self, free: int, total: int = 8 * MIB) -> None:
+        self.free = free
+        self.total = total
+
+    def usage(self, path: object) -> shutil._ntuple_diskusage:
+        return shutil._ntuple_diskusage(self.total, self.total - self.free, self.free)
+
+
+def test_at_min_free_bytes_0_a_full_disk_pauses_once_and_reads_nothing_again_until_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the hysteresis, every checkpoint found free space over 0, resumed, read the
+    same records, was refused and paused again: one pause and one re-read per flush."""
+    volume = Volume(free=512 * 1024)  # under the margin (an eighth of 8 MiB: 1 MiB)
+    monkeypatch.setattr(shutil, "disk_usage", volume.usage)
+    side = FakeSidecar(tmp_path, store={"min_free_bytes": 0})
+    clock_s = [0.0]
+    side.service.flow.disk._clock_s = lambda: clock_s[0]  # the wait never ends by itself
+    side.send(schedule("early", 100))
+    side.turns(1)
+    part = side.service.partitions.by_key[(DELAY, 0)]
+    real_append = part.store.append
+    tries = {"n": 0}
+
+    def full_disk(records: Sequence[TimerRecord]) -> EncodedBatch:
+        tries["n"] += 1
+        if volume.free < 1 * MIB:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_append(records)
+
+    part.store.append = full_disk  # type: ignore[method-assign]
+    for i in range(4):
+        side.send(schedule(f"late{i}", 100))
+    metrics = side.service.metrics.registry
+    for _ in range(50):  # 50 flush intervals on a full disk
+        side.turns(2, advance_ms=100)
+        side.checkpoint()
+    assert side.service.flow.disk_full and tries["n"] == 1  # refused once, read once
+    assert metrics.get_sample_value("delaybridge_disk_pauses_total") == 1
+    assert metrics.get_sample_value("delaybridge_disk_pause_active") == 1
+    assert side.service.control.conditions()["disk"].startswith("ingest paused")
+    assert part.store.space_short  # the stores give back what they finish, every flush
+    assert [h["delay-id"] for h in side.delivered()] == ["early"]  # delivery goes on
+    volume.free = 2 * MIB  # delivery freed space: over the resume level
+    for _ in range(3):
+        side.checkpoint()
+        side.turns(2, advance_ms=200)
+    assert not side.service.flow.disk_full and not part.store.space_short
+    assert metrics.get_sample_value("delaybridge_disk_pause_active") == 0
+    assert side.service.control.conditions() == {}
+    assert [h["delay-id"] for h in side.delivered()] == ["early"] + [f"late{i}" for i in range(4)]
+    assert tries["n"] == 2 and metrics.get_sample_value("delaybridge_disk_pauses_total") == 1
+    side.stop()

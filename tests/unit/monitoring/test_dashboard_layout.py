@@ -64,6 +64,8 @@ def test_every_metric_the_dashboard_and_the_alerts_use_is_exported(board: dict[s
         "delaybridge_store_bytes",
         "delaybridge_store_free_bytes",
         "delaybridge_backpressure_active",
+        "delaybridge_disk_pause_active",
+        "delaybridge_disk_pauses_total",
         "delaybridge_paused",
         "delaybridge_restore_remaining_records",
         "delaybridge_restored_records_total",

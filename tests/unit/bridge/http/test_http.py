@@ -28,6 +28,7 @@ class FakeControl:
 
     is_healthy: bool = True
     readiness: tuple[bool, str] = (True, "")
+    conditions_now: dict[str, str] = field(default_factory=dict)
     messages: dict[str, dict[str, Any]] = field(default_factory=dict)
     cancels: list[tuple[str, str | None]] = field(default_factory=list)
     paused_now: set[Direction] = field(default_factory=set)
@@ -44,6 +45,9 @@ class FakeControl:
 
     def ready(self) -> tuple[bool, str]:
         return self.readiness
+
+    def conditions(self) -> dict[str, str]:
+        return self.conditions_now
 
     def stats(self) -> dict[str, Any]:
         self._maybe_fail()
@@ -132,6 +136,15 @@ def test_readyz_gives_the_reason(client: Client, control: FakeControl) -> None:
     control.readiness = (False, "recovering delay-3")
     reply = client("GET", "/readyz")
     assert (reply.status, reply.json()) == (503, {"ready": False, "reason": "recovering delay-3"})
+
+
+def test_readyz_tells_a_disk_pause_and_stays_ready(client: Client, control: FakeControl) -> None:
+    control.conditions_now = {"disk": "ingest paused: the data volume is short of space"}
+    reply = client("GET", "/readyz")
+    assert (reply.status, reply.json()) == (
+        200,
+        {"ready": True, "conditions": {"disk": "ingest paused: the data volume is short of space"}},
+    )
 
 
 def test_wrong_method_and_unknown_path(client: Client) -> None:

@@ -258,6 +258,11 @@ COUNTERS_ADDED = {
         "(docs/design/cancel-horizon.md). A cancel sent for them may have come too late.",
         (),
     ),
+    "delaybridge_disk_pauses": (  # issue 25 item 4: the disk pause seen
+        "Times ingest paused for want of disk space (free space under "
+        "store.min_free_bytes, or a write refused); each resumes by itself.",
+        (),
+    ),
 }
 # The series of those counters in the first scrape, before anything is counted.
 FIRST_SCRAPE_AT_F0969C4 = {

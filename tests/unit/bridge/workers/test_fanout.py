@@ -50,6 +50,9 @@ class Worker:
     def ready(self) -> tuple[bool, str]:
         return self.readiness
 
+    def conditions(self) -> dict[str, str]:
+        return {}
+
     def stats(self) -> dict[str, Any]:
         return {
             "group": "g",

@@ -1,0 +1,153 @@
+"""When ingest pauses for want of disk space, and when it may go on: with hysteresis.
+
+Ingest pauses when the data directory's free space falls under ``store.min_free_bytes``,
+or when a write found no room (an append refused whole, a flush that failed: ENOSPC).
+Delivery goes on and gives space back (``timerlog/reclaim.py``). Resuming the moment
+the free space is back over the pause level would flap: the first batch read again
+fills the disk, the next check resumes, and so on -- before this module, 1,560 pauses in
+six minutes with ``min_free_bytes: 0``, each fetching the same 100 KB records again.
+So ingest resumes only at a higher level, or after a wait:
+
+- **with room to spare**: free space at or above ``min_free_bytes`` + what the refused
+  appends needed + the *margin* (``store.resume_margin_bytes``, at most an eighth of the
+  volume: on a small volume a fixed 64 MiB could be more than delivery can ever free);
+- **or, tight, once the wait is over**: free space at or above ``min_free_bytes`` + what
+  the refused appends needed, and the pause has lasted :attr:`DiskPause.wait_s`. The
+  wait starts at :data:`WAIT_MIN_S` and doubles (up to :data:`WAIT_MAX_S`) each time a
+  pause starts within :data:`FALSE_RESUME_S` of the last resume -- a resume the disk
+  could not hold -- so a volume that stays nearly full is retried ever more rarely,
+  never in a tight loop, and still makes progress without a margin it may never reach.
+
+Example: a 113 MB volume, ``min_free_bytes`` 8 MiB: an append of 1 MB is refused with
+5 MB free. Ingest pauses; it resumes once 8 + 1 + 14 (an eighth of the volume) = 23 MiB
+are free, or once 9 MiB are and a second has passed. If that resume is refused again
+within 30 s, the next tight resume waits 2 s, then 4 s, ... up to 60 s.
+
+Each change of state is logged once. Not thread-safe: the service's owner thread calls
+it; :attr:`DiskPause.note` (a string, replaced whole) may be read from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+WAIT_MIN_S = 1.0
+"""The shortest pause that resumes without the margin."""
+WAIT_MAX_S = 60.0
+"""The longest: a volume that stays full is retried once a minute."""
+FALSE_RESUME_S = 30.0
+"""A pause that starts this soon after a resume doubles the wait."""
+MARGIN_SHARE = 8
+"""The margin is at most the volume's size divided by this."""
+MIB = 1 << 20
+
+
+class DiskPause:
+    """The disk's pause of ingest: the rules of the module docstring."""
+
+    def __init__(
+        self, min_free_bytes: int, resume_margin_bytes: int, clock_s: Callable[[], float]
+    ) -> None:
+        self.min_free = min_free_bytes
+        self.margin = resume_margin_bytes
+        self._clock_s = clock_s
+        self.paused = False
+        self.pauses = 0
+        """Pauses since the start (the metric counts them)."""
+        self.wait_s = WAIT_MIN_S
+        """How long a pause lasts at least before it resumes without the margin."""
+        self._since_s = 0.0
+        self._resumed_s: float | None = None
+        self._needed: dict[object, int] = {}
+        self._free: int | None = None
+        self._total: int | None = None
+        self.note = ""
+        """Why ingest is paused, for an operator (``/readyz``); empty while it is not."""
+
+    # -- what happened ---------------------------------------------------------------
+    def refused(self, who: object, needed_bytes: int) -> bool:
+        """A write of ``needed_bytes`` for ``who`` (a partition; a flush needs no more
+        than what is there) found no room. True when this starts a pause."""
+        if needed_bytes:
+            self._needed[who] = needed_bytes
+        return self._pause("a write found no room")
+
+    def check(self, free_bytes: int, total_bytes: int | None = None) -> bool | None:
+        """The free space now (every checkpoint). True: this started a pause; False:
+        this ended one; None: no change."""
+        self._free, self._total = free_bytes, total_bytes
+        if not self.paused:
+            if free_bytes < self.min_free:
+                return self._pause("free space under store.min_free_bytes")
+            return None
+        now = self._clock_s()
+        if free_bytes >= self.resume_level() or (
+            free_bytes >= self.tight_level() and now - self._since_s >= self.wait_s
+        ):
+            self._resume(now)
+            return False
+        self.note = self._describe("ingest paused")
+        return None
+
+    # -- levels ----------------------------------------------------------------------
+    @property
+    def needed(self) -> int:
+        """What the refused appends of this pause need (they are read again)."""
+        return sum(self._needed.values())
+
+    @property
+    def short(self) -> bool:
+        """Paused, or with less free space than the resume level: the stores then give
+        back what they finish at every flush (``TimerStore.space_short``)."""
+        return self.paused or (self._free is not None and self._free < self.resume_level())
+
+    def tight_level(self) -> int:
+        """Free bytes at which the refused appends fit over ``min_free_bytes``."""
+        return self.min_free + self.needed
+
+    def resume_level(self) -> int:
+        """Free bytes at which ingest resumes at once: the tight level plus the margin."""
+        margin = self.margin
+        if self._total is not None:
+            margin = min(margin, self._total // MARGIN_SHARE)
+        return self.tight_level() + margin
+
+    # -- transitions -----------------------------------------------------------------
+    def _pause(self, why: str) -> bool:
+        if self.paused:
+            return False
+        now = self._clock_s()
+        resumed = self._resumed_s
+        if resumed is not None and now - resumed < FALSE_RESUME_S:
+            self.wait_s = min(self.wait_s * 2, WAIT_MAX_S)
+        else:
+            self.wait_s = WAIT_MIN_S
+        self.paused = True
+        self.pauses += 1
+        self._since_s = now
+        self.note = self._describe("ingest paused")
+        log.warning("flow control: %s (%s); delivery goes on and frees space", self.note, why)
+        return True
+
+    def _resume(self, now: float) -> None:
+        took = now - self._since_s
+        self.paused = False
+        self._needed.clear()
+        self._resumed_s = now
+        self.note = ""
+        free = "?" if self._free is None else f"{self._free / MIB:.1f} MiB"
+        log.info(
+            "flow control: disk space is back (%s free); ingest resumes after %.1f s", free, took
+        )
+
+    def _describe(self, what: str) -> str:
+        free = "" if self._free is None else f"{self._free / MIB:.1f} MiB free, "
+        return (
+            f"{what}: the data volume is short of space ({free}"
+            f"store.min_free_bytes {self.min_free / MIB:.1f} MiB); resumes at "
+            f"{self.resume_level() / MIB:.1f} MiB free, or at {self.tight_level() / MIB:.1f} "
+            f"MiB after {self.wait_s:.0f} s"
+        )
