@@ -61,6 +61,7 @@ from delaybridge.bridge.ingest.scout import CancelScout
 from delaybridge.bridge.ingest.side_writes import SideWriter
 from delaybridge.bridge.observe.metrics import Metrics
 from delaybridge.bridge.observe.tally import Tally
+from delaybridge.bridge.observe.watermarks import Watermarks
 from delaybridge.bridge.ownership import Partitions
 from delaybridge.bridge.partition.state import PartitionState, PartKey, Role
 from delaybridge.bridge.produce.outbox import Outbox
@@ -261,6 +262,7 @@ class Service:
             self.partitions.standbys,
             self.feed.waits,
             self.transactions,
+            Watermarks(self.admin, self._clock_s),
         )
         self.control = AdminControl(
             s.kafka.group_id,
@@ -512,7 +514,7 @@ class Service:
         self.stop()
 
     def _clock_s(self) -> float:
-        """The service's clock in seconds (what the disk pause times)."""
+        """The service's clock in seconds (what the disk pause and the watermarks time)."""
         return self.clock.now_ms() / 1000
 
     def _flow_changed(self, flow: FlowControl) -> None:

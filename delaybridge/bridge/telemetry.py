@@ -1,12 +1,13 @@
 """From the loop's state to the Prometheus metrics, once per flush interval.
 
 :meth:`Telemetry.publish` sets the gauges from snapshots (per-store stats, consumer
-lag from the cached watermarks, the in-flight and backlog sizes, the flow-control and
-transaction state), adds what the stores counted themselves (rolls, corrupt records:
-totals in their stats) to the :class:`~delaybridge.bridge.observe.tally.Tally`, and
-drains the tally (counts since the last refresh, from every part of the loop) into
-the counters. It returns the totals flow control decides on. Not thread-safe: the
-owner thread calls it.
+lag from the high watermarks -- librdkafka's cached ones, and the brokers' answers for
+the partitions a pause keeps from being fetched: ``observe/watermarks.py`` -- the
+in-flight and backlog sizes, the flow-control and transaction state), adds what the
+stores counted themselves (rolls, corrupt records: totals in their stats) to the
+:class:`~delaybridge.bridge.observe.tally.Tally`, and drains the tally (counts since
+the last refresh, from every part of the loop) into the counters. It returns the
+totals flow control decides on. Not thread-safe: the owner thread calls it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from delaybridge.bridge.commit.transactions import Transactions
 from delaybridge.bridge.observe.metrics import Metrics
 from delaybridge.bridge.observe.tally import Tally
+from delaybridge.bridge.observe.watermarks import Watermarks
 from delaybridge.bridge.partition.state import PartitionState
 from delaybridge.bridge.state.restore_hook import RestoreHook
 from delaybridge.bridge.state.standby import Standbys
@@ -46,8 +48,10 @@ class Telemetry:
         standbys: Standbys | None = None,
         replace_waits: Sized | None = None,
         transactions: Transactions | None = None,
+        watermarks: Watermarks | None = None,
     ) -> None:
         self._metrics = metrics
+        self._watermarks = watermarks
         self._tally = tally
         self._restoring = restoring
         self._standbys = standbys
@@ -64,6 +68,8 @@ class Telemetry:
         pending = backlog = side_unacked = 0
         lag_s = 0.0
         owned = list(parts)
+        if self._watermarks is not None:
+            self._watermarks.refresh(p.key for p in owned)
         for part in owned:
             stats = part.store.stats()
             pending += stats.pending
@@ -84,12 +90,9 @@ class Telemetry:
                 t.store_corrupt["true"] += max(0, (c1 - u1) - (c0 - u0))
                 t.store_corrupt["false"] += max(0, u1 - u0)
                 part.corrupt_seen = corrupt
-            try:
-                _low, high = consumer.get_watermark_offsets(
-                    TopicPartition(part.topic, part.partition), cached=True
-                )
-            except KafkaException:
-                continue  # no fetch response cached yet: the gauge keeps its last value
+            high = self._high(consumer, part.topic, part.partition)
+            if high is None:
+                continue  # neither a fetch nor the brokers told it yet: kept as it was
             m.partitions.set_consumer_lag(
                 part.topic, part.partition, max(0, high - 1 - stats.last_source_offset)
             )
@@ -119,3 +122,15 @@ class Telemetry:
         m.set_assigned_partitions(len(owned))
         m.heartbeat()
         return Load(pending, backlog, in_flight)
+
+    def _high(self, consumer: ConsumerEdge, topic: str, partition: int) -> int | None:
+        """A partition's high watermark (:mod:`~delaybridge.bridge.observe.watermarks`)."""
+        if self._watermarks is not None:
+            return self._watermarks.high(consumer, topic, partition)
+        try:
+            _low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), cached=True
+            )
+        except KafkaException:
+            return None
+        return int(high)

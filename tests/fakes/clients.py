@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Message, TopicPartition
 
 from tests.fakes.cluster import FakeCluster
 from tests.fakes.consumer import FakeConsumer
@@ -176,13 +176,15 @@ class FakeAdmin:
     def list_offsets(
         self, topic_partition_offsets: dict[TopicPartition, Any], **kwargs: Any
     ) -> dict[TopicPartition, Future[Any]]:
-        """The end of each partition (read_committed), answered at once."""
+        """The earliest (0) or the latest offset of each partition, as asked: for a
+        read_committed request the end of what is committed, else the high watermark."""
+        committed = kwargs.get("isolation_level") == IsolationLevel.READ_COMMITTED
         out: dict[TopicPartition, Future[Any]] = {}
-        for tp in topic_partition_offsets:
+        for tp, spec in topic_partition_offsets.items():
+            earliest = "Earliest" in type(spec).__name__
+            offset = 0 if earliest else self.cluster.end(tp.topic, tp.partition, committed)
             future: Future[Any] = Future()
-            future.set_result(
-                SimpleNamespace(offset=self.cluster.end(tp.topic, tp.partition, True))
-            )
+            future.set_result(SimpleNamespace(offset=offset))
             out[tp] = future
         return out
 

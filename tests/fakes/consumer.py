@@ -43,6 +43,8 @@ class FakeConsumer:
     owned: set[tuple[str, int]] = field(default_factory=set)
     """What the group gave this member (assigned or announced in a queued event)."""
     _errors: deque[KafkaError] = field(default_factory=deque)
+    fetched_high: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Each partition's high watermark as of its last fetch (librdkafka's cache)."""
 
     def subscribe(
         self, topics: list[str], on_assign: Any = None, on_revoke: Any = None, on_lost: Any = None
@@ -90,7 +92,8 @@ class FakeConsumer:
         committed = self.config.get("isolation.level", "read_committed") == "read_committed"
         for (topic, part), pos in list(self.positions.items()):
             if (topic, part) in self.paused:
-                continue
+                continue  # not fetched: its cached watermark is not updated either
+            self.fetched_high[(topic, part)] = self.cluster.end(topic, part)
             end = self.cluster.end(topic, part, committed)
             while pos < end and len(out) < num_messages:
                 if not (committed and self.cluster.aborted(topic, part, pos)):
@@ -164,7 +167,17 @@ class FakeConsumer:
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float = -1, cached: bool = False
     ) -> tuple[int, int]:
-        return 0, self.cluster.end(partition.topic, partition.partition)
+        """As librdkafka: ``cached`` gives the watermark of the partition's last fetch
+        (-1001, OFFSET_INVALID, before the first; a paused partition is not fetched),
+        else asks the cluster."""
+        key = (partition.topic, partition.partition)
+        if not cached:
+            return 0, self.cluster.end(*key)
+        if key not in self.positions:
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+        if key not in self.fetched_high:
+            return OFFSET_INVALID, OFFSET_INVALID
+        return 0, self.fetched_high[key]
 
     def offsets_for_times(
         self, partitions: list[TopicPartition], timeout: float = -1

@@ -7,11 +7,15 @@ from pathlib import Path
 
 from delaybridge.bridge.observe.metrics import Metrics
 from tests.fakes.transactions import TransactionalProducer
-from tests.unit.bridge.sidecar_kit import FakeSidecar, schedule
+from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
 
 
 def sample(metrics: Metrics, name: str) -> float | None:
     return metrics.registry.get_sample_value(name)
+
+
+def sample_labelled(metrics: Metrics, name: str, labels: dict[str, str]) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
 
 
 def test_rolls_the_stores_count_reach_their_counter(tmp_path: Path) -> None:
@@ -56,4 +60,26 @@ def test_transactions_reach_their_counters_and_the_abort_gauge(tmp_path: Path) -
     side.checkpoint()
     assert sample(metrics, "delaybridge_transactions_committed_total") == 1
     assert sample(metrics, "delaybridge_transaction_consecutive_aborts") == 0
+    side.stop()
+
+
+def test_the_consumer_lag_of_a_paused_partition_is_not_stale(tmp_path: Path) -> None:
+    """librdkafka caches a partition's high watermark from its fetches, and a paused
+    partition is not fetched: before, the lag gauge kept the value it had when ingest
+    paused (a disk pause, back-pressure) for as long as the pause lasted (issue 25)."""
+    side = FakeSidecar(tmp_path, store={"max_pending_messages": 2})
+    for i in range(3):
+        side.send(schedule(f"m{i}", 600_000))
+    side.turns(2)
+    side.checkpoint()  # over the pending limit: ingest pauses
+    assert side.service.flow.backpressure
+    lag = {"topic": DELAY, "partition": "0"}
+    assert sample_labelled(side.service.metrics, "delaybridge_consumer_lag_messages", lag) == 0
+    for i in range(3, 40):  # producers go on writing while ingest is paused
+        side.send(schedule(f"m{i}", 600_000))
+    side.turns(2, advance_ms=6_000)
+    side.checkpoint()  # asks the brokers (every 5 s): the answer is read at the next one
+    side.turns(1, advance_ms=200)
+    side.checkpoint()
+    assert sample_labelled(side.service.metrics, "delaybridge_consumer_lag_messages", lag) == 37
     side.stop()

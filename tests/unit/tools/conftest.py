@@ -51,8 +51,8 @@ class WatchedCluster(FakeCluster):
 
 
 class OffsetsAdmin(FakeAdmin):
-    """The admin calls of the Spark side too: deleting topics, listing offsets. (The
-    demo's group-coordinator probe is FakeAdmin's describe_consumer_groups.)"""
+    """The admin calls of the Spark side too: deleting topics. (Listing offsets and the
+    demo's group-coordinator probe are FakeAdmin's.)"""
 
     def delete_topics(self, names: list[str], **kwargs: Any) -> dict[str, Future[None]]:
         for name in names:
