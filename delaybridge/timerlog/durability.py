@@ -19,10 +19,14 @@
    prefix of the first remaining ones punched, and -- with the 30 s recount, or every
    second while space is short -- the inside of large records finished out of
    arrival order (:mod:`reclaim`);
-7. compact the cancel log if most of it is dead (a full disk postpones it).
+7. compact the cancel log if most of it is dead (a full disk postpones it);
+8. hold the store's space reserve again if it was released (:mod:`space_reserve`).
 
 A failure (OSError, e.g. ENOSPC) at steps 1-4 leaves the previous checkpoint, which
-describes data on disk; the next flush starts over. Not thread-safe: the store's owner.
+describes data on disk; the next flush starts over. For want of space, steps 1-4 first
+run once more with the room of the store's reserve: on a volume filled to its last
+block the flush still writes the checkpoint that lets step 6 give space back. Not
+thread-safe: the store's owner.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from delaybridge.timerlog.checkpoint import Checkpoint
 from delaybridge.timerlog.marks import StoreMarks
 from delaybridge.timerlog.reclaim import RECORD_PASS_SHORT_MS, Reclaimer
 from delaybridge.timerlog.records import DeliveryCursor
+from delaybridge.timerlog.space_reserve import SpaceReserve
 
 if TYPE_CHECKING:
     from delaybridge.timerlog.store import TimerStore
@@ -75,10 +80,34 @@ class Flusher:
         self.marks = opened.marks
         """The owner's marks of the last checkpoint written (or opened)."""
         self._next_marks = opened.marks
+        self.reserve = SpaceReserve(self.directory)
+        self.reserve.take()
 
     def flush(self, now_ms: int, recompute_live: bool, marks: StoreMarks) -> None:
         """The module docstring's steps; the checkpoint carries ``marks``."""
         self._next_marks = marks
+        try:
+            periodic = self._checkpoint_steps(now_ms, recompute_live)
+        except OSError as exc:
+            if not is_no_space(exc) or not self.reserve.release():
+                raise
+            periodic = self._checkpoint_steps(now_ms, recompute_live)  # in the reserve's room
+        done = self.reader.done
+        self.commit_log.log.release_pages()  # 5
+        self.timer.release_pages()
+        records = periodic or (
+            self.space_short and now_ms - self._records_at_ms >= RECORD_PASS_SHORT_MS
+        )
+        if records:
+            self._records_at_ms = now_ms
+        self.reclaimer.reclaim(self.live_start, done.tick_ms, records)  # 6
+        if self.cancels.needs_compaction():  # 7
+            self._compact_cancels()
+        self.reserve.take()  # 8
+
+    def _checkpoint_steps(self, now_ms: int, recompute_live: bool) -> bool:
+        """Steps 1-4; returns whether ``live_start`` was recounted at its 30 s period
+        (or on request), which also gives back the inside of finished records."""
         self.commit_log.sync()  # 1
         self.timer.sync()
         self.cancels.sync()
@@ -97,16 +126,7 @@ class Flusher:
             self._live_done = done
         self._save()  # 4
         self.cancels.drop_old()
-        self.commit_log.log.release_pages()  # 5
-        self.timer.release_pages()
-        records = periodic or (
-            self.space_short and now_ms - self._records_at_ms >= RECORD_PASS_SHORT_MS
-        )
-        if records:
-            self._records_at_ms = now_ms
-        self.reclaimer.reclaim(self.live_start, done.tick_ms, records)  # 6
-        if self.cancels.needs_compaction():  # 7
-            self._compact_cancels()
+        return periodic
 
     def checkpoint(self) -> Checkpoint:
         """The checkpoint of the store as it is now."""

@@ -190,7 +190,8 @@ class SegmentedLog:
 
         All or nothing: if the write fails (OSError, e.g. the disk is full) the log's end
         does not move, so the bytes that did reach the file are overwritten by the next
-        append and cut off by the next open.
+        append and cut off by the next open -- and their blocks are given back at once
+        (:meth:`_give_back_tail`), so a refused append leaves the volume as it found it.
         """
         size = len(data) if size is None else size
         seg = self.segments[-1] if self.segments else None
@@ -198,7 +199,11 @@ class SegmentedLog:
             seg = self._new_segment(max(self.segment_bytes, size), new)
             self._seal_tail = False
         pos = self.end
-        pwrite_all(seg.fd, data, seg.offset(pos))
+        try:
+            pwrite_all(seg.fd, data, seg.offset(pos))
+        except OSError:
+            self._give_back_tail(seg, pos + size)
+            raise
         self.end = pos + size
         self._dirty.add(seg)
         return pos
@@ -209,7 +214,18 @@ class SegmentedLog:
         at the next open; an empty segment made for them stays, and is used next."""
         if not self.start <= end <= self.end or (self.segments and end < self.segments[-1].base):
             raise ValueError(f"{self.directory}: cannot truncate to {end} (end {self.end})")
-        self.end = end
+        old, self.end = self.end, end
+        if self.segments:
+            self._give_back_tail(self.segments[-1], old)
+
+    def _give_back_tail(self, seg: Segment, upto: int) -> None:
+        """Punch the blocks past the log's end in ``seg`` up to position ``upto``: bytes
+        of an append taken back, which nothing reads (a block holding data before the
+        end stays). Best effort: without holes they wait to be overwritten."""
+        unit = self.block()
+        start = -(-seg.offset(self.end) // unit) * unit
+        stop = -(-seg.offset(upto) // unit) * unit
+        self.punch(seg, start, min(stop, seg.file_size))
 
     def _new_segment(self, capacity: int, header: FileHeader | None = None) -> Segment:
         tail = self.segments[-1] if self.segments else None

@@ -280,7 +280,11 @@ class TimerStore:
         now = self.clock.now_ms()
         self._matcher.expire(now)
         nxt = self.reader.next_due_ms(until_ms=now)
-        files = [self.directory / "wheel", self.directory / "checkpoint"]
+        files = [
+            self.directory / "wheel",
+            self.directory / "checkpoint",
+            self._flusher.reserve.path,
+        ]
         extra = sum(allocated_bytes(f) for f in files if f.exists())
         return StoreStats(
             **dataclasses.asdict(self.counters),

@@ -19,8 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delaybridge import file_space
+from delaybridge import durable, file_space
 from delaybridge.timerlog import ManualClock, StoreSettings, TimerRecord, TimerStore
+from delaybridge.timerlog.space_reserve import RESERVE_BYTES
+from tests.unit.timerlog.faulty_disk import FaultyDisk
 from tests.unit.timerlog.support import START_MS, drain, rec
 
 DEEP = os.environ.get("HYPOTHESIS_DEEP") == "1"
@@ -42,12 +44,13 @@ def test_an_empty_store_costs_kilobytes(tmp_path: Path) -> None:
     clock = ManualClock(START_MS)
     with TimerStore.open(tmp_path / "s", DEFAULTS, clock) as store:
         store.flush()
-        assert disk(store) <= 16 * KIB  # the wheel's first page, the cancel log, the checkpoint
+        # The wheel's first page, the cancel log, the checkpoint, the space reserve.
+        assert disk(store) <= 12 * KIB + RESERVE_BYTES
         store.append([rec("one", START_MS + 60_000)])
         store.flush()
-        assert disk(store) <= 32 * KIB
+        assert disk(store) <= 28 * KIB + RESERVE_BYTES
     total = sum(p.stat().st_blocks * 512 for p in (tmp_path / "s").rglob("*") if p.is_file())
-    assert total <= 40 * KIB
+    assert total <= 32 * KIB + RESERVE_BYTES
 
 
 def test_delivered_space_comes_back_before_the_segment_fills(tmp_path: Path) -> None:
@@ -117,7 +120,7 @@ def test_small_records_come_back_with_the_dead_prefix(tmp_path: Path) -> None:
         assert store.commit_log.log.bytes_on_disk() <= 8 * KIB
         # The timer log keeps the id-index run holding the live start (up to 65,536
         # entries of 20 bytes): the index reads whole runs.
-        assert disk(store) <= 20_000 * 20 + 32 * KIB < written // 5
+        assert disk(store) <= 20_000 * 20 + 32 * KIB + RESERVE_BYTES < written // 5
 
 
 def test_a_file_system_without_holes_rolls_an_emptied_active_segment(
@@ -317,3 +320,66 @@ def test_a_look_up_after_a_restart_never_reads_a_tick_read_to_its_end(tmp_path: 
     assert again.cancel([("late-x", None)]) == [False]
     assert [r.id for r in again.pending_with_ids({"b3", "late-x"})["b3"]] == ["b3"]
     again.close()
+
+
+def test_a_refused_append_gives_back_the_bytes_it_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk that fills in the middle of an append's write keeps the half it took; the
+    append is refused whole, and now its blocks go back at once (a volume filled by
+    refused halves would leave no room for the checkpoint that gives space back)."""
+    clock = ManualClock(START_MS)
+    with TimerStore.open(tmp_path / "s", DEFAULTS, clock) as store:
+        store.append([big(0, START_MS + 1_000)])
+        store.flush()
+        before = store.commit_log.log.bytes_on_disk()
+        with FaultyDisk(1).installed(monkeypatch), pytest.raises(OSError):
+            store.append([big(i, START_MS + 1_000) for i in range(1, 20)])  # half written
+        assert store.commit_log.log.bytes_on_disk() == before
+        store.append([big(1, START_MS + 1_000)])
+        clock.advance(2_000)
+        assert [r.id for r in drain(store)] == ["m0", "m1"]
+
+
+def test_a_flush_with_no_room_left_uses_the_reserve_and_takes_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a volume filled to its last block the checkpoint cannot be written, and
+    without it nothing is given back: the store's reserve makes the room for it."""
+    from delaybridge.timerlog import checkpoint
+
+    clock = ManualClock(START_MS)
+    directory = tmp_path / "s"
+    real = durable.write_atomic
+
+    def full_while_the_reserve_is_held(path: Path, data: bytes | str) -> None:
+        if (directory / "reserve").exists():
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, data)
+
+    with TimerStore.open(directory, DEFAULTS, clock) as store:
+        assert (directory / "reserve").stat().st_blocks * 512 == RESERVE_BYTES
+        store.append([big(i, START_MS + 1_000) for i in range(10)])
+        store.flush()
+        clock.advance(2_000)
+        drain(store)
+        with monkeypatch.context() as m:
+            m.setattr(checkpoint, "write_atomic", full_while_the_reserve_is_held)
+            store.space_short = True
+            store.flush()  # no room: the reserve goes, the checkpoint is written...
+        assert store.commit_log.log.bytes_on_disk() <= 8 * KIB  # ...and space came back
+        assert (directory / "reserve").stat().st_blocks * 512 == RESERVE_BYTES  # taken back
+        store.append([big(20, START_MS + 3_000)])
+        with monkeypatch.context() as m:
+            m.setattr(checkpoint, "write_atomic", _always_full)
+            with pytest.raises(OSError):  # the reserve was not enough: the flush fails
+                store.flush()
+            assert not (directory / "reserve").exists()
+            with pytest.raises(OSError):  # and the next has no reserve left to use
+                store.flush()
+        store.flush()  # room again: the reserve is taken back
+        assert (directory / "reserve").stat().st_blocks * 512 == RESERVE_BYTES
+
+
+def _always_full(path: Path, data: bytes | str) -> None:
+    raise OSError(errno.ENOSPC, "No space left on device")
