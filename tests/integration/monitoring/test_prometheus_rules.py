@@ -30,6 +30,7 @@ ALERTS = {
     "DelaybridgeConsumerLagGrowing",
     "DelaybridgeDeadLetters",
     "DelaybridgeDiskFreeLow",
+    "DelaybridgeIngestPausedForDisk",
     "DelaybridgePartitionUnowned",
     "DelaybridgeRestoreStuck",
     "DelaybridgeLoopStalled",
@@ -72,8 +73,15 @@ def test_promtool_unit_tests(helm: str, tmp_path: Path) -> None:
         ("--set", "metrics.prometheusRule.latenessP99Seconds=5"),
         ("--set", "metrics.prometheusRule.unownedFor=30m"),
         ("--set", "metrics.prometheusRule.kafkaUnreachableFor=5m"),
+        ("--set-json", "metrics.prometheusRule.diskPausedShare=0.9"),
     ],
-    ids=["disk-floor", "lateness-threshold", "unowned-for", "kafka-unreachable-for"],
+    ids=[
+        "disk-floor",
+        "lateness-threshold",
+        "unowned-for",
+        "kafka-unreachable-for",
+        "disk-paused-share",
+    ],
 )
 def test_promtool_unit_tests_follow_the_values(
     helm: str, tmp_path: Path, values: tuple[str, ...]
