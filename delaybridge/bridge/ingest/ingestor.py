@@ -26,11 +26,14 @@ cancel rule compares delay-topic timestamps and offsets, ``bridge/cancels/reques
 Schedules at offsets the store already holds (a re-read after a restart) are skipped;
 cancels, replaces and dead letters are written again (harmless duplicates).
 
-A run the store has no room for (disk full) is not lost: :meth:`Ingestor.handle`
-returns where to read its partition again from and how much room the run needs (its
-side writes from there on are not started: they are read again too), and the service
-seeks there and pauses ingest until that much room is back (``bridge/flow.py``,
-``bridge/disk_pause.py``). One owner thread.
+A run the store has no room for (disk full) is not lost: it is stored record by record
+up to the first that does not fit, and :meth:`Ingestor.handle` returns where to read
+its partition again from and what that record needs (its side writes from there on are
+not started: they are read again too); the service seeks there and pauses ingest until
+that much room is back (``bridge/flow.py``, ``bridge/disk_pause.py``). So the disk is
+used to its last record, and a pause waits for the room of one record, not of a whole
+fetch (a fetch of large records may be more than a small volume ever frees at once).
+One owner thread.
 """
 
 from __future__ import annotations
@@ -160,15 +163,13 @@ class Ingestor:
         try:
             encoded = part.store.append(records)
         except (InvalidRecord, DelayTooLong):
-            self._store_one_by_one(part, records, msgs, set(map(id, replaces)))
-            return None
+            return self._store_one_by_one(part, records, msgs, set(map(id, replaces)))
         except OSError as exc:
             if exc.errno not in NO_SPACE:
                 raise
             # Flow control logs the pause, once (bridge/disk_pause.py).
             log.debug("%s: no room to store %d records (%s)", part.name, len(records), exc)
-            position = TopicPartition(part.topic, part.partition, records[0].source_offset)
-            return NoRoom(position, _footprint(records))
+            return self._store_one_by_one(part, records, msgs, set(map(id, replaces)))
         part.offsets.handled(records[-1].source_offset)
         self._tally.enqueued[part.topic] += len(records)
         if self._changelog is not None:
@@ -183,8 +184,10 @@ class Ingestor:
         records: list[TimerRecord],
         msgs: list[Message],
         replacing: set[int],
-    ) -> None:
-        """A record of the run does not fit the store: store the others, dead-letter it."""
+    ) -> NoRoom | None:
+        """A record of the run does not fit the store (its format, or the disk): store
+        the others one by one; dead-letter one the format cannot hold; stop at the first
+        the disk has no room for, and return where to read again from."""
         for rec, msg in zip(records, msgs, strict=True):
             try:
                 encoded = part.store.append([rec])
@@ -194,12 +197,18 @@ class Ingestor:
                 )
                 self._dead_letter(part, msg, Rejected(reason, str(exc)))
                 continue
+            except OSError as exc:
+                if exc.errno not in NO_SPACE:
+                    raise
+                position = TopicPartition(part.topic, part.partition, rec.source_offset)
+                return NoRoom(position, _footprint([rec]))
             part.offsets.handled(rec.source_offset)
             self._tally.enqueued[part.topic] += 1
             if self._changelog is not None:
                 self._changelog.stored(part, [rec], encoded)
                 self._changelog.removed_by_store(part)
             self._publish_replaces(part, [rec], [msg], replacing)
+        return None
 
     def _publish_replaces(
         self,

@@ -148,7 +148,8 @@ def test_at_min_free_bytes_0_a_full_disk_pauses_once_and_reads_nothing_again_unt
     for _ in range(50):  # 50 flush intervals on a full disk
         side.turns(2, advance_ms=100)
         side.checkpoint()
-    assert side.service.flow.disk_full and tries["n"] == 1  # refused once, read once
+    # Read once, refused once: the run, then its first record alone.
+    assert side.service.flow.disk_full and tries["n"] == 2
     assert metrics.get_sample_value("delaybridge_disk_pauses_total") == 1
     assert metrics.get_sample_value("delaybridge_disk_pause_active") == 1
     assert side.service.control.conditions()["disk"].startswith("ingest paused")
@@ -162,5 +163,40 @@ def test_at_min_free_bytes_0_a_full_disk_pauses_once_and_reads_nothing_again_unt
     assert metrics.get_sample_value("delaybridge_disk_pause_active") == 0
     assert side.service.control.conditions() == {}
     assert [h["delay-id"] for h in side.delivered()] == ["early"] + [f"late{i}" for i in range(4)]
-    assert tries["n"] == 2 and metrics.get_sample_value("delaybridge_disk_pauses_total") == 1
+    assert tries["n"] == 3 and metrics.get_sample_value("delaybridge_disk_pauses_total") == 1
+    side.stop()
+
+
+def test_a_run_the_disk_cannot_hold_whole_is_stored_up_to_its_last_record_that_fits(
+    tmp_path: Path,
+) -> None:
+    """A fetch of large records can be more than a small volume ever frees at once: a
+    pause that waited for room for the whole run again might never end. The records
+    that fit are stored, and ingest waits for the room of the first that did not."""
+    side = FakeSidecar(tmp_path)
+    side.send(schedule("early", 100))
+    side.turns(1)
+    part = side.service.partitions.by_key[(DELAY, 0)]
+    real_append = part.store.append
+    room = {"records": 2}
+
+    def small_disk(records: Sequence[TimerRecord]) -> EncodedBatch:
+        if len(records) > room["records"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        room["records"] -= len(records)
+        return real_append(records)
+
+    part.store.append = small_disk  # type: ignore[method-assign]
+    offsets = [side.send(schedule(f"late{i}", 100)) for i in range(5)]
+    side.turns(1)
+    assert side.service.flow.disk_full
+    assert part.store.stats().appended_total == 3  # early, late0, late1
+    assert side.consumer.positions[(DELAY, 0)] == offsets[2]  # read again from late2
+    assert side.service.flow.disk.needed < 1_000  # the room of one small record
+    room["records"] = 100
+    for _ in range(4):
+        side.checkpoint()
+        side.turns(2, advance_ms=200)
+    assert [h["delay-id"] for h in side.delivered()] == ["early"] + [f"late{i}" for i in range(5)]
+    assert part.store.stats().appended_total == 6  # each stored once
     side.stop()

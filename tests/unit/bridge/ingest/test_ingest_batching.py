@@ -58,11 +58,10 @@ def test_a_run_without_room_holds_back_the_side_writes_after_it(tmp_path: Path) 
     side.turns(1)
     store = side.service.partitions.by_key[(DELAY, 0)].store
     real = store.append
-    fail = {"left": 1}
+    full = {"on": True}
 
     def full_disk(records: Sequence[TimerRecord]) -> EncodedBatch:
-        if fail["left"]:
-            fail["left"] -= 1
+        if full["on"]:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(records)
 
@@ -76,6 +75,7 @@ def test_a_run_without_room_holds_back_the_side_writes_after_it(tmp_path: Path) 
     assert len(side.cancels()) == 1
     side.checkpoint()
     assert side.committed(0) == 1
+    full["on"] = False  # space is back
     for _ in range(4):
         side.checkpoint()
         side.turns(1, advance_ms=200)
