@@ -1,27 +1,32 @@
 """When ingest pauses for want of disk space, and when it may go on: with hysteresis.
 
 Ingest pauses when the data directory's free space falls under ``store.min_free_bytes``,
-or when a write found no room (an append refused whole, a flush that failed: ENOSPC).
+or when a write found no room (an append refused, a flush that failed: ENOSPC).
 Delivery goes on and gives space back (``timerlog/reclaim.py``). Resuming the moment
-the free space is back over the pause level would flap: the first batch read again
-fills the disk, the next check resumes, and so on -- before this module, 1,560 pauses in
-six minutes with ``min_free_bytes: 0``, each fetching the same 100 KB records again.
-So ingest resumes only at a higher level, or after a wait:
+the free space is back over the pause level flaps: the first batch read again fills
+the disk, the next check pauses, the one after resumes -- before this module, 1,560
+pauses in six minutes with ``min_free_bytes: 0``, each fetching the same 100 KB records
+again. So a pause has hysteresis in space and in time:
 
-- **with room to spare**: free space at or above ``min_free_bytes`` + what the refused
-  appends needed + the *margin* (``store.resume_margin_bytes``, at most an eighth of the
-  volume: on a small volume a fixed 64 MiB could be more than delivery can ever free);
-- **or, tight, once the wait is over**: free space at or above ``min_free_bytes`` + what
-  the refused appends needed, and the pause has lasted :attr:`DiskPause.wait_s`. The
-  wait starts at :data:`WAIT_MIN_S` and doubles (up to :data:`WAIT_MAX_S`) each time a
-  pause starts within :data:`FALSE_RESUME_S` of the last resume -- a resume the disk
-  could not hold -- so a volume that stays nearly full is retried ever more rarely,
-  never in a tight loop, and still makes progress without a margin it may never reach.
+- **space**: ingest resumes once ``min_free_bytes`` + what the refused records need +
+  the *margin* is free (``store.resume_margin_bytes``, 64 MiB, but at most an eighth of
+  the volume: on a small volume a fixed margin could be more than delivery ever frees);
+- **time**: and once the pause has lasted :attr:`DiskPause.wait_s`. The wait starts at
+  :data:`WAIT_MIN_S` and doubles, up to :data:`WAIT_MAX_S`, each time a pause starts
+  within :data:`HELD_S` of the last resume (that resume did not hold: the volume cannot
+  keep up with ingest); a resume that holds :data:`HELD_S` sets it back. Under sustained
+  pressure ingest thus runs in ever fewer, larger batches -- what delivery freed during
+  the wait -- and pauses at most twice a minute, never in a tight loop;
+- **tight**: a volume kept nearly full by messages due later may never free the margin;
+  after :data:`WAIT_MAX_S`, ingest also resumes once the refused records fit over
+  ``min_free_bytes``. The ingestor stores a run up to its last record that fits, so
+  that is the room of one record (``bridge/ingest/ingestor.py``).
 
-Example: a 113 MB volume, ``min_free_bytes`` 8 MiB: an append of 1 MB is refused with
-5 MB free. Ingest pauses; it resumes once 8 + 1 + 14 (an eighth of the volume) = 23 MiB
-are free, or once 9 MiB are and a second has passed. If that resume is refused again
-within 30 s, the next tight resume waits 2 s, then 4 s, ... up to 60 s.
+Example: a 113 MB volume, ``min_free_bytes`` 8 MiB, a 100 KB record refused with 5 MiB
+free. Ingest pauses; one second later it resumes if 8 + 0.1 + 14 (an eighth of the
+volume) = 22.1 MiB are free, else as soon as they are; if it pauses again within 30 s,
+the next pause lasts at least 2 s, then 4, 8, 16, 30 s. After 30 s paused it resumes
+once 8.1 MiB are free, whatever the margin.
 
 Each change of state is logged once. Not thread-safe: the service's owner thread calls
 it; :attr:`DiskPause.note` (a string, replaced whole) may be read from any thread.
@@ -35,11 +40,11 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 WAIT_MIN_S = 1.0
-"""The shortest pause that resumes without the margin."""
-WAIT_MAX_S = 60.0
-"""The longest: a volume that stays full is retried once a minute."""
-FALSE_RESUME_S = 30.0
-"""A pause that starts this soon after a resume doubles the wait."""
+"""The shortest a pause lasts."""
+WAIT_MAX_S = 30.0
+"""The longest the wait grows to; also when a pause resumes without the margin."""
+HELD_S = 30.0
+"""A resume that lasts this long held: the wait goes back to its minimum."""
 MARGIN_SHARE = 8
 """The margin is at most the volume's size divided by this."""
 MIB = 1 << 20
@@ -58,7 +63,7 @@ class DiskPause:
         self.pauses = 0
         """Pauses since the start (the metric counts them)."""
         self.wait_s = WAIT_MIN_S
-        """How long a pause lasts at least before it resumes without the margin."""
+        """How long this pause lasts at least (the module docstring's time hysteresis)."""
         self._since_s = 0.0
         self._resumed_s: float | None = None
         self._needed: dict[object, int] = {}
@@ -84,8 +89,9 @@ class DiskPause:
                 return self._pause("free space under store.min_free_bytes")
             return None
         now = self._clock_s()
-        if free_bytes >= self.resume_level() or (
-            free_bytes >= self.tight_level() and now - self._since_s >= self.wait_s
+        lasted = now - self._since_s
+        if (lasted >= self.wait_s and free_bytes >= self.resume_level()) or (
+            lasted >= WAIT_MAX_S and free_bytes >= self.tight_level()
         ):
             self._resume(now)
             return False
@@ -105,11 +111,12 @@ class DiskPause:
         return self.paused or (self._free is not None and self._free < self.resume_level())
 
     def tight_level(self) -> int:
-        """Free bytes at which the refused appends fit over ``min_free_bytes``."""
+        """Free bytes at which the refused records fit over ``min_free_bytes``."""
         return self.min_free + self.needed
 
     def resume_level(self) -> int:
-        """Free bytes at which ingest resumes at once: the tight level plus the margin."""
+        """Free bytes at which ingest resumes once the wait is over: the tight level
+        plus the margin."""
         margin = self.margin
         if self._total is not None:
             margin = min(margin, self._total // MARGIN_SHARE)
@@ -121,7 +128,7 @@ class DiskPause:
             return False
         now = self._clock_s()
         resumed = self._resumed_s
-        if resumed is not None and now - resumed < FALSE_RESUME_S:
+        if resumed is not None and now - resumed < HELD_S:
             self.wait_s = min(self.wait_s * 2, WAIT_MAX_S)
         else:
             self.wait_s = WAIT_MIN_S
@@ -147,7 +154,7 @@ class DiskPause:
         free = "" if self._free is None else f"{self._free / MIB:.1f} MiB free, "
         return (
             f"{what}: the data volume is short of space ({free}"
-            f"store.min_free_bytes {self.min_free / MIB:.1f} MiB); resumes at "
-            f"{self.resume_level() / MIB:.1f} MiB free, or at {self.tight_level() / MIB:.1f} "
-            f"MiB after {self.wait_s:.0f} s"
+            f"store.min_free_bytes {self.min_free / MIB:.1f} MiB); resumes after "
+            f"{self.wait_s:.0f} s at {self.resume_level() / MIB:.1f} MiB free, or after "
+            f"{WAIT_MAX_S:.0f} s at {self.tight_level() / MIB:.1f} MiB"
         )

@@ -9,9 +9,9 @@ Two sources decide, and either one can stop ingest:
   (held or in flight), and resumes by itself once both are below again;
 - *disk*: ingest pauses while the data directory's free space is under
   ``store.min_free_bytes``, or since a write failed for want of space, and resumes by
-  itself once a check finds enough space back: over the pause level by a margin, or
-  by what the refused appends need after a growing wait (``bridge/disk_pause.py``:
-  hysteresis, so a disk near full never makes ingest flap). Delivery goes on
+  itself once the pause has lasted its wait and a margin over the pause level is free
+  (or, after 30 s, room for the refused records): ``bridge/disk_pause.py``, hysteresis
+  in space and time, so a disk near full never makes ingest flap. Delivery goes on
   meanwhile, and the stores give back what it finished; a full disk never stops the
   sidecar.
 
@@ -121,7 +121,7 @@ class FlowControl:
 
     def refused(self, who: object, needed_bytes: int) -> None:
         """An append of ``needed_bytes`` for ``who`` (a partition) found no room: ingest
-        pauses, and resumes only once that much more is free (bridge/disk_pause.py)."""
+        pauses, and resumes only with that much more free (bridge/disk_pause.py)."""
         if self.disk.refused(who, needed_bytes):
             self.apply()
 

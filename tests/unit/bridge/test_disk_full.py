@@ -92,8 +92,8 @@ def test_a_disk_that_fills_for_real_writes_no_crash_loop_and_the_store_reopens(
         assert [h["delay-id"] for h in side.delivered()] == ["early"]  # delivery goes on
         assert side.committed(0) == 1  # nothing committed past what is on disk
         disk.free()
-        for _ in range(3):  # ingest resumes by itself once a write goes through
-            side.checkpoint()
+        for _ in range(10):  # ingest resumes by itself once a write goes through (and
+            side.checkpoint()  # the pause has lasted its wait: bridge/disk_pause.py)
             side.turns(2, advance_ms=200)
     late = [f"late{i}" for i in range(3)]
     assert [h["delay-id"] for h in side.delivered()] == ["early", *late]
@@ -128,7 +128,7 @@ def test_at_min_free_bytes_0_a_full_disk_pauses_once_and_reads_nothing_again_unt
     monkeypatch.setattr(shutil, "disk_usage", volume.usage)
     side = FakeSidecar(tmp_path, store={"min_free_bytes": 0})
     clock_s = [0.0]
-    side.service.flow.disk._clock_s = lambda: clock_s[0]  # the wait never ends by itself
+    side.service.flow.disk._clock_s = lambda: clock_s[0]  # time stands still
     side.send(schedule("early", 100))
     side.turns(1)
     part = side.service.partitions.by_key[(DELAY, 0)]
@@ -156,6 +156,7 @@ def test_at_min_free_bytes_0_a_full_disk_pauses_once_and_reads_nothing_again_unt
     assert part.store.space_short  # the stores give back what they finish, every flush
     assert [h["delay-id"] for h in side.delivered()] == ["early"]  # delivery goes on
     volume.free = 2 * MIB  # delivery freed space: over the resume level
+    clock_s[0] += 1  # and the pause has lasted its wait
     for _ in range(3):
         side.checkpoint()
         side.turns(2, advance_ms=200)

@@ -8,12 +8,7 @@ again, and ingest paused again -- 1,560 times in six minutes on the issue's volu
 
 from __future__ import annotations
 
-from delaybridge.bridge.disk_pause import (
-    FALSE_RESUME_S,
-    WAIT_MAX_S,
-    WAIT_MIN_S,
-    DiskPause,
-)
+from delaybridge.bridge.disk_pause import HELD_S, WAIT_MAX_S, WAIT_MIN_S, DiskPause
 
 MIB = 1 << 20
 VOLUME = 1024 * MIB
@@ -33,61 +28,65 @@ def test_free_space_under_the_floor_pauses_and_only_the_margin_over_it_resumes()
     assert disk.check(200 * MIB, VOLUME) is None and not disk.paused
     assert disk.check(99 * MIB, VOLUME) is True and disk.paused
     for free in (100, 120, 163):  # over the floor, under floor + margin: still paused
-        clock.s += 0.3
+        clock.s += 5
         assert disk.check(free * MIB, VOLUME) is None and disk.paused
     assert disk.check(164 * MIB, VOLUME) is False and not disk.paused
     assert disk.pauses == 1
-    assert disk.check(99 * MIB, VOLUME) is True  # paused again within 30 s: wait 2 s
-    clock.s += 1.9
-    assert disk.check(100 * MIB, VOLUME) is None
-    clock.s += 0.1
-    assert disk.check(100 * MIB, VOLUME) is False  # the floor, after the wait
 
 
-def test_a_refused_append_resumes_once_it_fits_with_the_margin_at_any_floor() -> None:
+def test_a_pause_lasts_its_wait_even_with_room_to_spare() -> None:
     clock = Clock()
     disk = DiskPause(min_free_bytes=0, resume_margin_bytes=64 * MIB, clock_s=clock)
     assert disk.refused(("delay", 0), 10 * MIB) is True
     assert disk.refused(("delay", 1), 5 * MIB) is False  # already paused: one pause
     assert disk.resume_level() == 15 * MIB + 64 * MIB
+    assert disk.check(500 * MIB, VOLUME) is None  # room, but not a second yet
+    clock.s += WAIT_MIN_S
     assert disk.check(78 * MIB, VOLUME) is None  # the floor (0) alone would resume here
     assert disk.check(79 * MIB, VOLUME) is False
     assert disk.pauses == 1
 
 
-def test_short_of_the_margin_it_resumes_when_the_refused_records_fit_after_a_wait() -> None:
+def test_pauses_that_follow_resumes_wait_ever_longer_and_a_resume_that_holds_resets() -> None:
     clock = Clock()
     disk = DiskPause(min_free_bytes=8 * MIB, resume_margin_bytes=64 * MIB, clock_s=clock)
-    disk.refused("p0", 2 * MIB)
-    assert disk.check(9 * MIB, VOLUME) is None  # they do not fit yet
-    clock.s += WAIT_MIN_S
-    assert disk.check(9 * MIB, VOLUME) is None
-    assert disk.check(10 * MIB, VOLUME) is False  # 8 + 2 free, and the wait is over
-
-
-def test_each_resume_the_disk_cannot_hold_doubles_the_wait_and_a_lasting_one_resets_it() -> None:
-    clock = Clock()
-    disk = DiskPause(min_free_bytes=0, resume_margin_bytes=64 * MIB, clock_s=clock)
     waits = []
-    for _ in range(10):  # refused again right after each tight resume
-        disk.refused("p0", MIB)
+    for _ in range(8):  # the volume cannot keep up: each resume fills it again at once
+        assert disk.check(7 * MIB, VOLUME) is True
         waits.append(disk.wait_s)
-        clock.s += disk.wait_s - 0.001
-        assert disk.check(2 * MIB, VOLUME) is None  # not before the wait is over
-        clock.s += 0.001
-        assert disk.check(2 * MIB, VOLUME) is False
-    assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60, 60]
-    assert WAIT_MIN_S == 1 and WAIT_MAX_S == 60
-    clock.s += FALSE_RESUME_S  # this resume held
-    disk.refused("p0", MIB)
+        clock.s += disk.wait_s - 0.01
+        assert disk.check(500 * MIB, VOLUME) is None  # not before the wait is over
+        clock.s += 0.01
+        assert disk.check(500 * MIB, VOLUME) is False
+        clock.s += 0.5
+    assert waits == [1, 2, 4, 8, 16, 30, 30, 30]
+    assert WAIT_MIN_S == 1 and WAIT_MAX_S == 30
+    clock.s += HELD_S  # this resume held
+    disk.check(7 * MIB, VOLUME)
     assert disk.wait_s == WAIT_MIN_S
 
 
+def test_without_the_margin_it_resumes_once_the_refused_record_fits_after_the_longest_wait() -> (
+    None
+):
+    """A volume kept nearly full by messages due later never frees the margin."""
+    clock = Clock()
+    disk = DiskPause(min_free_bytes=8 * MIB, resume_margin_bytes=64 * MIB, clock_s=clock)
+    disk.refused("p0", MIB // 10)
+    clock.s += WAIT_MAX_S - 1
+    assert disk.check(9 * MIB, VOLUME) is None  # fits, but the longest wait is not over
+    clock.s += 1
+    assert disk.check(8 * MIB, VOLUME) is None  # over, but it does not fit
+    assert disk.check(8 * MIB + MIB // 10, VOLUME) is False
+
+
 def test_the_margin_is_at_most_an_eighth_of_the_volume() -> None:
-    disk = DiskPause(min_free_bytes=8 * MIB, resume_margin_bytes=64 * MIB, clock_s=Clock())
+    clock = Clock()
+    disk = DiskPause(min_free_bytes=8 * MIB, resume_margin_bytes=64 * MIB, clock_s=clock)
     disk.check(4 * MIB, 113 * MIB)  # the issue's volume
     assert disk.paused and disk.resume_level() == 8 * MIB + 113 * MIB // 8
     assert disk.short
+    clock.s += WAIT_MIN_S
     disk.check(30 * MIB, 113 * MIB)
     assert not disk.paused and not disk.short
 
@@ -98,6 +97,7 @@ def test_the_note_says_why_and_when_it_resumes_and_is_empty_while_running() -> N
     disk.refused("p0", MIB)
     disk.check(5 * MIB, VOLUME)
     assert disk.note.startswith("ingest paused: the data volume is short of space (5.0 MiB free")
-    assert "resumes at 73.0 MiB free, or at 9.0 MiB after 1 s" in disk.note
+    assert "resumes after 1 s at 73.0 MiB free, or after 30 s at 9.0 MiB" in disk.note
+    disk._clock_s = lambda: 2_000.0
     disk.check(100 * MIB, VOLUME)
     assert disk.note == ""

@@ -75,8 +75,8 @@ def test_a_run_without_room_holds_back_the_side_writes_after_it(tmp_path: Path) 
     assert len(side.cancels()) == 1
     side.checkpoint()
     assert side.committed(0) == 1
-    full["on"] = False  # space is back
-    for _ in range(4):
+    full["on"] = False  # space is back (ingest resumes once the pause lasted 1 s)
+    for _ in range(8):
         side.checkpoint()
         side.turns(1, advance_ms=200)
     side.turns(3, advance_ms=600)
