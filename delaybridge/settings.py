@@ -44,10 +44,10 @@ class StoreSettingsModel(_Section):
     # write finds no room (delivery goes on, and frees space); it resumes by itself
     # (bridge/disk_pause.py).
     min_free_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
-    # Hysteresis: ingest resumes at once when this much more than min_free_bytes (plus
-    # what the refused appends need) is free; at most an eighth of the volume is asked.
-    # Short of it, it resumes when the refused appends fit, after a wait that doubles
-    # each time a resume is refused again (1 s to 60 s).
+    # Hysteresis: a disk pause ends once this much more than min_free_bytes (plus what
+    # the refused records need) is free -- at most an eighth of the volume is asked --
+    # and the pause has lasted its wait (1 s, doubling to 10 s while resumes do not
+    # hold); short of the margin, after 30 s once the refused records fit.
     resume_margin_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     # Size of a commit-log segment file. Space inside a segment comes back as messages
     # finish (holes punched out: docs/storage.md); a segment file is deleted whole once

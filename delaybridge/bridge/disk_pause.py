@@ -15,18 +15,19 @@ again. So a pause has hysteresis in space and in time:
   :data:`WAIT_MIN_S` and doubles, up to :data:`WAIT_MAX_S`, each time a pause starts
   within :data:`HELD_S` of the last resume (that resume did not hold: the volume cannot
   keep up with ingest); a resume that holds :data:`HELD_S` sets it back. Under sustained
-  pressure ingest thus runs in ever fewer, larger batches -- what delivery freed during
-  the wait -- and pauses at most twice a minute, never in a tight loop;
+  pressure ingest thus runs in fewer, larger batches -- what delivery freed during the
+  wait -- and pauses at most six times a minute, never in a tight loop; the wait stays
+  short because every second of it is lateness for messages that are due already;
 - **tight**: a volume kept nearly full by messages due later may never free the margin;
-  after :data:`WAIT_MAX_S`, ingest also resumes once the refused records fit over
+  after :data:`TIGHT_AFTER_S`, ingest also resumes once the refused records fit over
   ``min_free_bytes``. The ingestor stores a run up to its last record that fits, so
   that is the room of one record (``bridge/ingest/ingestor.py``).
 
 Example: a 113 MB volume, ``min_free_bytes`` 8 MiB, a 100 KB record refused with 5 MiB
 free. Ingest pauses; one second later it resumes if 8 + 0.1 + 14 (an eighth of the
 volume) = 22.1 MiB are free, else as soon as they are; if it pauses again within 30 s,
-the next pause lasts at least 2 s, then 4, 8, 16, 30 s. After 30 s paused it resumes
-once 8.1 MiB are free, whatever the margin.
+the next pause lasts at least 2 s, then 4, 8, 10 s. After 30 s paused it resumes once
+8.1 MiB are free, whatever the margin.
 
 Each change of state is logged once. Not thread-safe: the service's owner thread calls
 it; :attr:`DiskPause.note` (a string, replaced whole) may be read from any thread.
@@ -41,10 +42,12 @@ log = logging.getLogger(__name__)
 
 WAIT_MIN_S = 1.0
 """The shortest a pause lasts."""
-WAIT_MAX_S = 30.0
-"""The longest the wait grows to; also when a pause resumes without the margin."""
+WAIT_MAX_S = 10.0
+"""The longest the wait grows to."""
 HELD_S = 30.0
 """A resume that lasts this long held: the wait goes back to its minimum."""
+TIGHT_AFTER_S = 30.0
+"""After this long paused, ingest resumes once the refused records fit, margin or not."""
 MARGIN_SHARE = 8
 """The margin is at most the volume's size divided by this."""
 MIB = 1 << 20
@@ -91,7 +94,7 @@ class DiskPause:
         now = self._clock_s()
         lasted = now - self._since_s
         if (lasted >= self.wait_s and free_bytes >= self.resume_level()) or (
-            lasted >= WAIT_MAX_S and free_bytes >= self.tight_level()
+            lasted >= TIGHT_AFTER_S and free_bytes >= self.tight_level()
         ):
             self._resume(now)
             return False
@@ -156,5 +159,5 @@ class DiskPause:
             f"{what}: the data volume is short of space ({free}"
             f"store.min_free_bytes {self.min_free / MIB:.1f} MiB); resumes after "
             f"{self.wait_s:.0f} s at {self.resume_level() / MIB:.1f} MiB free, or after "
-            f"{WAIT_MAX_S:.0f} s at {self.tight_level() / MIB:.1f} MiB"
+            f"{TIGHT_AFTER_S:.0f} s at {self.tight_level() / MIB:.1f} MiB"
         )

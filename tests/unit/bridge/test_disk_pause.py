@@ -8,7 +8,13 @@ again, and ingest paused again -- 1,560 times in six minutes on the issue's volu
 
 from __future__ import annotations
 
-from delaybridge.bridge.disk_pause import HELD_S, WAIT_MAX_S, WAIT_MIN_S, DiskPause
+from delaybridge.bridge.disk_pause import (
+    HELD_S,
+    TIGHT_AFTER_S,
+    WAIT_MAX_S,
+    WAIT_MIN_S,
+    DiskPause,
+)
 
 MIB = 1 << 20
 VOLUME = 1024 * MIB
@@ -59,8 +65,8 @@ def test_pauses_that_follow_resumes_wait_ever_longer_and_a_resume_that_holds_res
         clock.s += 0.01
         assert disk.check(500 * MIB, VOLUME) is False
         clock.s += 0.5
-    assert waits == [1, 2, 4, 8, 16, 30, 30, 30]
-    assert WAIT_MIN_S == 1 and WAIT_MAX_S == 30
+    assert waits == [1, 2, 4, 8, 10, 10, 10, 10]
+    assert WAIT_MIN_S == 1 and WAIT_MAX_S == 10
     clock.s += HELD_S  # this resume held
     disk.check(7 * MIB, VOLUME)
     assert disk.wait_s == WAIT_MIN_S
@@ -73,7 +79,7 @@ def test_without_the_margin_it_resumes_once_the_refused_record_fits_after_the_lo
     clock = Clock()
     disk = DiskPause(min_free_bytes=8 * MIB, resume_margin_bytes=64 * MIB, clock_s=clock)
     disk.refused("p0", MIB // 10)
-    clock.s += WAIT_MAX_S - 1
+    clock.s += TIGHT_AFTER_S - 1
     assert disk.check(9 * MIB, VOLUME) is None  # fits, but the longest wait is not over
     clock.s += 1
     assert disk.check(8 * MIB, VOLUME) is None  # over, but it does not fit
