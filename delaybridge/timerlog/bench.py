@@ -10,7 +10,9 @@ For each requested number of pending messages N (default 1M and 10M):
 3. simulate a crash (``abandon``: no clean close) and time ``open`` until the store is ready:
    this is the unclean path (every live timer entry checked, wheel rebuilt);
 4. advance the clock so that the first ~``deliver`` messages are due and drain them
-   with ``take_due(1000)`` + ``mark_delivered``; time it and sample RSS.
+   with ``take_due(1000)`` + ``mark_delivered``; time it and sample RSS;
+5. flush, recounting what is live, and measure the store's allocated bytes again: how
+   much of the delivered messages' space came back, and what that flush cost.
 
 RSS is reported two ways: ``rss_mb_max`` of samples taken right after the store let
 its mapped pages go (what stays resident), and the true peak of each phase
@@ -69,6 +71,10 @@ class StoreBenchResult:
     """VmHWM over the appends (None: the peak could not be reset on this system)."""
     rss_peak_mb_deliver: float | None = None
     """VmHWM over the deliveries, mapped pages read between releases included."""
+    disk_bytes_after_deliver: int | None = None
+    """Allocated bytes after the deliveries and a flush that recounts what is live."""
+    flush_after_deliver_s: float | None = None
+    """That flush's wall time (fsyncs, the live recount, giving space back)."""
     notes: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, object]:
@@ -200,6 +206,10 @@ def run_one(
             samples.append(round(rss_mb(), 1))
     d_wall, d_cpu = time.perf_counter() - w0, time.process_time() - c0
     peak_deliver = _peak_since(peaks)
+    w0 = time.perf_counter()
+    store.flush(recompute_live=True)
+    flush_after = time.perf_counter() - w0
+    disk_after = store.stats().bytes_on_disk
     store.close()
     samples.append(round(rss_mb(), 1))
     shutil.rmtree(directory, ignore_errors=True)
@@ -225,6 +235,8 @@ def run_one(
         calibration_cpu_s=round(calibration_cpu, 2),
         rss_peak_mb_append=peak_append,
         rss_peak_mb_deliver=peak_deliver,
+        disk_bytes_after_deliver=disk_after,
+        flush_after_deliver_s=round(flush_after, 3),
     )
 
 

@@ -131,6 +131,7 @@ def _bench_store(args: argparse.Namespace) -> int:
         "RSS MB: kept / peak append / peak deliver",
         "disk B/rec",
         "overhead B/rec",
+        "disk MB after delivering (flush s)",
         "recovery s",
         "calibration s",
     ]
@@ -145,6 +146,7 @@ def _bench_store(args: argparse.Namespace) -> int:
             f"{r.rss_mb_max:.0f} / {_mb(r.rss_peak_mb_append)} / {_mb(r.rss_peak_mb_deliver)}",
             f"{r.disk_bytes_per_record:.0f}",
             f"{r.overhead_bytes_per_record:.0f}",
+            f"{(r.disk_bytes_after_deliver or 0) / 1e6:.1f} ({r.flush_after_deliver_s})",
             f"{r.recovery_s:.2f}",
             f"{r.calibration_s:.2f}",
         )
