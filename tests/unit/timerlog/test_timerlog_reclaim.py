@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from delaybridge import durable, file_space
 from delaybridge.timerlog import ManualClock, StoreSettings, TimerRecord, TimerStore
 from delaybridge.timerlog.space_reserve import RESERVE_BYTES
+from delaybridge.wheel.wheel import CHUNK
 from tests.unit.timerlog.faulty_disk import FaultyDisk
 from tests.unit.timerlog.support import START_MS, drain, rec
 
@@ -29,6 +30,9 @@ DEEP = os.environ.get("HYPOTHESIS_DEEP") == "1"
 KIB = 1024
 MIB = 1024 * KIB
 BIG = 100 * KIB  # the issue's records
+FIXED = 16 * KIB + CHUNK + RESERVE_BYTES
+"""What any store holds: checkpoint, cancel log and headers, the wheel's first chunk (its
+header's), the reserve. Messages due within a few minutes add a chunk or two."""
 DEFAULTS = StoreSettings()  # 64 MiB commit segments, the one-day wheel
 
 
@@ -44,13 +48,13 @@ def test_an_empty_store_costs_kilobytes(tmp_path: Path) -> None:
     clock = ManualClock(START_MS)
     with TimerStore.open(tmp_path / "s", DEFAULTS, clock) as store:
         store.flush()
-        # The wheel's first page, the cancel log, the checkpoint, the space reserve.
-        assert disk(store) <= 12 * KIB + RESERVE_BYTES
+        # The wheel's first chunk, the cancel log, the checkpoint, the space reserve.
+        assert disk(store) <= FIXED <= 128 * KIB
         store.append([rec("one", START_MS + 60_000)])
         store.flush()
-        assert disk(store) <= 28 * KIB + RESERVE_BYTES
+        assert disk(store) <= FIXED + CHUNK + 16 * KIB
     total = sum(p.stat().st_blocks * 512 for p in (tmp_path / "s").rglob("*") if p.is_file())
-    assert total <= 32 * KIB + RESERVE_BYTES
+    assert total <= FIXED + CHUNK + 16 * KIB
 
 
 def test_delivered_space_comes_back_before_the_segment_fills(tmp_path: Path) -> None:
@@ -62,7 +66,7 @@ def test_delivered_space_comes_back_before_the_segment_fills(tmp_path: Path) -> 
         clock.advance(5_000)
         assert len(drain(store)) == 200
         store.flush(recompute_live=True)
-        assert disk(store) <= 64 * KIB
+        assert disk(store) <= FIXED + 2 * CHUNK
         assert store.stats().commit_segments == 1  # the active segment, punched out
 
 
@@ -79,7 +83,7 @@ def test_the_live_start_is_recounted_at_every_flush_while_space_is_short(
         assert disk(store) >= 50 * BIG
         store.space_short = True
         store.flush()
-        assert disk(store) <= 64 * KIB
+        assert disk(store) <= FIXED + 2 * CHUNK
 
 
 def test_records_finished_out_of_arrival_order_give_back_their_inside(tmp_path: Path) -> None:
@@ -95,7 +99,7 @@ def test_records_finished_out_of_arrival_order_give_back_their_inside(tmp_path: 
     store.space_short = True
     store.flush()
     # 30 still pending; of the 30 others only the block of each one's head is left.
-    assert disk(store) <= 30 * BIG + 30 * 8 * KIB + 64 * KIB
+    assert disk(store) <= 30 * BIG + 30 * 8 * KIB + FIXED + 2 * CHUNK
     assert store.stats().corrupt_records_total == 0
     store.abandon()  # a crash: the reopened store has exactly the 30 left, intact
     clock.advance(60_000)
@@ -120,7 +124,7 @@ def test_small_records_come_back_with_the_dead_prefix(tmp_path: Path) -> None:
         assert store.commit_log.log.bytes_on_disk() <= 8 * KIB
         # The timer log keeps the id-index run holding the live start (up to 65,536
         # entries of 20 bytes): the index reads whole runs.
-        assert disk(store) <= 20_000 * 20 + 32 * KIB + RESERVE_BYTES < written // 5
+        assert disk(store) <= 20_000 * 20 + FIXED + 2 * CHUNK < written // 5
 
 
 def test_a_file_system_without_holes_rolls_an_emptied_active_segment(
