@@ -31,17 +31,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from confluent_kafka import KafkaError as RdKafkaError
-from confluent_kafka import KafkaException, Message, TopicPartition
+from confluent_kafka import Message
 
 from delaybridge.bridge.cancels.horizon import CancelHorizon, PartKey, RemoteHorizon
 from delaybridge.bridge.produce.outbox import Outbox
 from delaybridge.connectors.edge import AdminEdge
+from delaybridge.connectors.end_offsets import EndOffsets
 
 log = logging.getLogger(__name__)
 #: The header that marks a record of the horizon topic (the value says what it is).
@@ -49,18 +49,6 @@ HORIZON_HEADER = "delaybridge-horizon"
 #: A check unanswered this long is given up and asked again: an answer from a broker that
 #: was away, or a request lost with its connection, must not stop the horizon for good.
 CHECK_TIMEOUT_MS = 5_000
-#: Answers that mean the admin client's metadata is stale (the leader or its epoch moved,
-#: as when a broker restarts): librdkafka's admin client asks again with the epoch it
-#: cached, and is refused again, until its metadata is refreshed.
-STALE_METADATA = frozenset(
-    {
-        RdKafkaError.FENCED_LEADER_EPOCH,
-        RdKafkaError.UNKNOWN_LEADER_EPOCH,
-        RdKafkaError.NOT_LEADER_FOR_PARTITION,
-    }
-)
-#: How long a refresh of the admin client's metadata may hold the owner thread.
-REFRESH_TIMEOUT_S = 2.0
 
 
 @dataclass(eq=False, slots=True)
@@ -95,7 +83,6 @@ class _Cancels:
 @dataclass(eq=False, slots=True)
 class _Check:
     issued_ms: int
-    futures: dict[TopicPartition, Future[Any]]
     new: frozenset[PartKey]
     """Partitions new to this process when it was issued (it asks the cancel topic too)."""
 
@@ -119,7 +106,9 @@ class OwnHorizons:
         ``feed_position(c)``, ``feed_partitions()``: where this process's feed reads the
         cancel topic's partition ``c``, and which partitions it reads."""
         self._horizon = horizon
-        self._admin = admin
+        self._ends_of = EndOffsets(
+            admin, "cancel horizon check", read_committed=True, timeout_ms=CHECK_TIMEOUT_MS
+        )
         self._outbox = outbox
         self._topic = topic
         self._owner = owner.encode()
@@ -193,61 +182,40 @@ class OwnHorizons:
         self._new.update(k for k in owned if k not in self._owned)
         self._owned = set(owned)
         self._caught_up()
-        since = now_ms - self._last_check_ms
-        if self._check is not None and since >= CHECK_TIMEOUT_MS:
-            log.debug("cancel horizon check unanswered for %d ms: asking again", since)
-            self._check = None
-        if self._check is None and owned and (since >= self._interval_ms or urgent):
+        due = now_ms - self._last_check_ms >= self._interval_ms or urgent
+        if owned and due:
             self._issue(owned, now_ms)
         check = self._check
-        if check is not None and all(f.done() for f in check.futures.values()):
+        answer = self._ends_of.take()
+        if check is not None and answer is not None:
             self._check = None
-            self._read_through(check, positions)
+            self._read_through(check, answer, positions)
             self.publish(owned)  # at once: the other processes' deliveries wait for it
 
     def _issue(self, owned: list[PartKey], now_ms: int) -> None:
-        from confluent_kafka import IsolationLevel
-        from confluent_kafka.admin import OffsetSpec
-
-        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        wanted = {TopicPartition(t, p): latest for t, p in owned}
+        """Step 1, unless a check is in flight (for less than CHECK_TIMEOUT_MS)."""
         new = frozenset(self._new)
+        wanted = list(owned)
         if new:
-            for c in self._feed_partitions():
-                wanted[TopicPartition(self._cancel_topic, c)] = latest
-        try:
-            futures = self._admin.list_offsets(
-                wanted,
-                isolation_level=IsolationLevel.READ_COMMITTED,
-                request_timeout=CHECK_TIMEOUT_MS / 1000,
-            )
-        except KafkaException as exc:
-            log.debug("cancel horizon check not issued: %s", exc)
-            return
-        self._last_check_ms = now_ms
-        self._check = _Check(now_ms, futures, new)
+            wanted += [(self._cancel_topic, c) for c in self._feed_partitions()]
+        if self._ends_of.ask(wanted, now_ms):
+            self._last_check_ms = now_ms
+            self._check = _Check(now_ms, new)
 
     def _read_through(
-        self, check: _Check, positions: Callable[[list[PartKey]], Mapping[PartKey, int]]
+        self,
+        check: _Check,
+        answer: Mapping[PartKey, int],
+        positions: Callable[[list[PartKey]], Mapping[PartKey, int]],
     ) -> None:
         """Step 2 for every partition the check answered."""
         ends: dict[PartKey, int] = {}
         cancel_ends: dict[int, int] = {}
-        stale: set[str] = set()
-        for tp, future in check.futures.items():
-            try:
-                end = int(future.result().offset)
-            except KafkaException as exc:  # the next check asks again
-                log.debug("cancel horizon check of %s/%d: %s", tp.topic, tp.partition, exc)
-                err = exc.args[0] if exc.args else None
-                if isinstance(err, RdKafkaError) and err.code() in STALE_METADATA:
-                    stale.add(tp.topic)
-                continue
-            if tp.topic == self._cancel_topic:
-                cancel_ends[tp.partition] = end
+        for (topic, partition), end in answer.items():
+            if topic == self._cancel_topic:
+                cancel_ends[partition] = end
             else:
-                ends[(tp.topic, tp.partition)] = end
-        self._refresh(stale)
+                ends[(topic, partition)] = end
         if not ends:
             return
         read = positions(list(ends))
@@ -262,16 +230,6 @@ class OwnHorizons:
             self._read[key] = (t0, end)
             self._horizon.local(key, t0)
         self._caught_up()
-
-    def _refresh(self, topics: set[str]) -> None:
-        """Refresh the admin client's metadata of ``topics``, so that the next check asks
-        with the leaders and epochs the brokers have now (only on an answer that said
-        they moved: a broker answered, so the refresh is quick)."""
-        for topic in sorted(topics):
-            try:
-                self._admin.list_topics(topic, timeout=REFRESH_TIMEOUT_S)
-            except KafkaException as exc:
-                log.debug("cancel horizon: metadata of %s not refreshed: %s", topic, exc)
 
     def _caught_up(self) -> None:
         """New partitions whose cancels from before this process are known here now."""

@@ -7,30 +7,28 @@ Kafka 4.3: 10 while the partition held 35). So during a disk or back-pressure pa
 just when an operator looks at it -- the lag gauge showed a stale value, and it stayed
 stale for as long as the pause lasted (issue 25: "stale in one of three runs").
 
-Now the watermarks are also asked of the brokers every :data:`REFRESH_S` with the admin
-client's ``list_offsets`` (latest offset), asynchronously: the answer is used by the
-publish after it arrives, and the larger of the two values wins (a watermark only grows).
-At most one request is in flight; one that fails is dropped, and the cached value
-stands. Not thread-safe: the service's owner thread calls it (the futures are set by
-librdkafka's thread, which is what futures are for).
+Now the watermarks are also asked of the brokers every :data:`REFRESH_S`
+(``connectors/end_offsets.py``: the admin client's ``list_offsets``, latest offset,
+asynchronously, a request unanswered given up, a stale leader epoch refreshed): the
+answer is used by the publish after it arrives, and the larger of the two values wins (a
+watermark only grows). A partition whose request failed keeps its cached value. Not
+thread-safe: the service's owner thread calls it (the futures are set by librdkafka's
+thread, which is what futures are for).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
-from typing import Any, cast
 
 from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
 from delaybridge.connectors.edge import AdminEdge, ConsumerEdge
+from delaybridge.connectors.end_offsets import EndOffsets
 
 REFRESH_S = 5.0
 """How often the brokers are asked (the metrics are published every flush, 200 ms)."""
-REQUEST_TIMEOUT_S = 10.0
-LATEST: Any = cast(Any, OffsetSpec).latest()
+REQUEST_TIMEOUT_MS = 10_000
 
 Key = tuple[str, int]
 
@@ -39,35 +37,23 @@ class Watermarks:
     """The high watermark of each delay-topic partition: cached, or asked for."""
 
     def __init__(self, admin: AdminEdge, clock_s: Callable[[], float] = time.monotonic) -> None:
-        self._admin = admin
+        self._ends = EndOffsets(
+            admin, "consumer-lag watermarks", read_committed=False, timeout_ms=REQUEST_TIMEOUT_MS
+        )
         self._clock_s = clock_s
-        self._asked: dict[Key, Future[Any]] = {}
         self._asked_at_s: float | None = None
         self._listed: dict[Key, int] = {}
 
     def refresh(self, keys: Iterable[Key]) -> None:
-        """Take the answers that came, and ask again every :data:`REFRESH_S`."""
-        if self._asked:
-            if not all(f.done() for f in self._asked.values()):
-                return  # one request at a time
-            self._listed = {
-                key: int(future.result().offset)
-                for key, future in self._asked.items()
-                if future.exception() is None
-            }
-            self._asked = {}
+        """Take the answer that came, and ask again every :data:`REFRESH_S`."""
+        answer = self._ends.take()
+        if answer is not None:
+            self._listed = answer
         now = self._clock_s()
         if self._asked_at_s is not None and now - self._asked_at_s < REFRESH_S:
             return
-        wanted = {TopicPartition(t, p): LATEST for t, p in keys}
-        if not wanted:
-            return
-        self._asked_at_s = now
-        try:
-            futures = self._admin.list_offsets(wanted, request_timeout=REQUEST_TIMEOUT_S)
-        except KafkaException:
-            return  # asked again at the next refresh; the cached values stand
-        self._asked = {(tp.topic, tp.partition): f for tp, f in futures.items()}
+        if self._ends.ask(keys, int(now * 1000)):
+            self._asked_at_s = now
 
     def high(self, consumer: ConsumerEdge, topic: str, partition: int) -> int | None:
         """The partition's high watermark (one past its last offset); None if neither
