@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from confluent_kafka import KafkaError
 
 from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
@@ -90,49 +91,30 @@ def test_a_lost_partition_is_flushed_with_its_acks_once_its_reports_are_in(
     again.stop()
 
 
-def test_a_fenced_group_consumer_is_replaced_and_delivery_goes_on(tmp_path: Path) -> None:
+FENCED = "Static consumer fenced by other consumer with same group.instance.id"
+
+
+@pytest.mark.parametrize("how", ["consume", "error_cb"])
+def test_a_fenced_group_consumer_is_replaced_and_delivery_goes_on(tmp_path: Path, how: str) -> None:
     # A static member whose session expired (the broker frozen) can be fenced by its
     # own rejoin: librdkafka then raises a fatal consumer error and the consumer is dead.
     # The sidecar builds a new one, which takes the partitions back, instead of leaving
-    # them unowned with /healthz still 200.
+    # them unowned with /healthz still 200. librdkafka hands a consumer its fatal error
+    # as a consumed message whose code is _FATAL (confluent-kafka's fatal() says False
+    # there) and calls no error callback: seen in test_kafka_outage (frozen), where the
+    # consumer was dead, the partitions unowned, 1,350 messages never delivered. A
+    # fatal error through the error callback (fatal() True) is replaced the same way.
     side = FakeSidecar(tmp_path)
     side.send(schedule("x", 1_000))
     side.turns(2)
     fenced = side.consumer
-    error_cb = fenced.config["error_cb"]
-    error_cb(
-        KafkaError(
-            KafkaError._FATAL,
-            "Static consumer fenced by other consumer with same group.instance.id",
-            fatal=True,
-        )
-    )
+    if how == "consume":
+        fenced.fail(KafkaError(KafkaError._FATAL, f"Fatal error: Broker: {FENCED}"))
+    else:
+        fenced.config["error_cb"](KafkaError(KafkaError._FATAL, FENCED, fatal=True))
     side.turns(3)
     assert side.service.consumer is not fenced and fenced.closed
     assert side.service.control.healthy()
-    side.turns(3, advance_ms=1_000)
-    assert [h["delay-id"] for h in side.delivered()] == ["x"]
-    side.stop()
-
-
-def test_a_fatal_error_handed_out_by_consume_replaces_the_consumer(tmp_path: Path) -> None:
-    # What librdkafka really does with a fenced static member: consume() returns a
-    # message whose error is _FATAL (confluent-kafka's fatal() says False there), and the
-    # error callback is not called. Seen in test_kafka_outage (frozen): the consumer was
-    # dead, the partitions unowned, 1,350 messages never delivered.
-    side = FakeSidecar(tmp_path)
-    side.send(schedule("x", 1_000))
-    side.turns(2)
-    fenced = side.consumer
-    fenced.fail(
-        KafkaError(
-            KafkaError._FATAL,
-            "Fatal error: Broker: Static consumer fenced by other consumer with same "
-            "group.instance.id",
-        )
-    )
-    side.turns(3)
-    assert side.service.consumer is not fenced and fenced.closed
     side.turns(3, advance_ms=1_000)
     assert [h["delay-id"] for h in side.delivered()] == ["x"]
     side.stop()
