@@ -12,7 +12,7 @@ States (:class:`Reachability`) and what moves them::
     REACHABLE --a connection error--> CHECKING --no bootstrap server accepts--> UNREACHABLE
                                           |
                                           +--a listener accepts, and the errors stopped
-                                          |  (or 3 checks in a row found one)--> REACHABLE
+                                          |  (or checks found one for 5 s)--> REACHABLE
     UNREACHABLE --a listener accepts (checked every second)--> REACHABLE
 
 A *connection error* is one of :data:`CONNECTION_ERRORS` from any client's error
@@ -27,12 +27,14 @@ only.
 Two refinements, both from a real broker (docs/design/kafka-outage.md):
 
 - A broker shutting down drops its clients a moment before it closes its listener, so
-  the first check may still find it. While connection errors go on during a check that
-  found a listener, the tracker checks again a second later, up to
-  :data:`CONFIRMING_CHECKS` in a row, before it calls them a client's errors.
+  the first check may still find it; on a loaded machine the moment lasts seconds.
+  While connection errors go on during checks that found a listener, the tracker checks
+  again every second for :data:`CONFIRMING_S` before it calls them a client's errors.
 - A check that ends in REACHABLE doubles the time before a new connection error is
   checked (1, 2, 4 ... 30 s; 1 s again after 30 s without one), so a cluster with one
-  broker of several down for good is not probed every second.
+  broker of several down for good is not probed every second. ``_ALL_BROKERS_DOWN`` is
+  checked at once all the same: a client has no broker left, which one broker down of
+  several never causes.
 
 What is logged, and by which path:
 
@@ -98,10 +100,10 @@ SUMMARY_INTERVAL_S = 30.0
 CHECK_INTERVAL_S = 1.0
 #: Client lines held while a check runs; more are only counted.
 HOLD_MAX = 100
-#: Checks in a row that must find a listener while connection errors go on before those
-#: errors count as a client's, not Kafka's (a broker shutting down still accepts for a
-#: moment after it dropped its clients).
-CONFIRMING_CHECKS = 3
+#: Seconds for which checks in a row must find a listener while connection errors go on
+#: before those errors count as a client's, not Kafka's (a broker shutting down still
+#: accepts for a moment after it dropped its clients; seconds on a loaded machine).
+CONFIRMING_S = 5.0
 
 
 class Reachability(enum.Enum):
@@ -170,8 +172,7 @@ class KafkaReachability:
         self._held: list[_Line] = []
         self._held_over = 0
         self._suspected_s = 0.0  # when the check that may start an outage began
-        self._listening_checks = 0  # checks in a row that found a listener, while CHECKING
-        self._errors_during_check = False  # connection errors since the last check began
+        self._errors_since_check = False  # connection errors since a check was last judged
         self._suppressed = 0  # client lines counted, not logged, during this outage
         self._last_line = ""
         self._summary_s = 0.0
@@ -191,7 +192,7 @@ class KafkaReachability:
         text = f"Kafka client: {err.str()} [{err.name()}]"
         line = _Line(logging.WARNING, kind_of(err.name(), err.str()), text)
         if err.code() in CONNECTION_ERRORS:
-            self._suspect(self._now_s())
+            self._suspect(self._now_s(), every_broker=err.code() == RdKafkaError._ALL_BROKERS_DOWN)
         self._report(line)
 
     def client_log(self, level: int, facility: str, client: str, text: str) -> None:
@@ -232,27 +233,27 @@ class KafkaReachability:
 
     # -- inside ---------------------------------------------------------------------------
 
-    def _suspect(self, now: float) -> None:
+    def _suspect(self, now: float, *, every_broker: bool) -> None:
         """A connection error: check the listeners, unless a check runs or found one
         lately. "Lately" doubles with each check that finds one (1, 2, 4 ... 30 s), so
         a cluster with one broker of several down is not probed every second; it is 1 s
-        again once connection errors stopped for a summary interval."""
+        again once connection errors stopped for a summary interval. ``every_broker``
+        (the client has no broker left) is checked however lately one was found."""
         if now - self._connection_error_s >= self.summary_interval_s:
             self._recheck_s = self.check_interval_s
         self._connection_error_s = now
-        self._errors_during_check = True
+        self._errors_since_check = True
         if self.state is not Reachability.REACHABLE:
             return
-        if now - self._cleared_s < self._recheck_s:
+        if now - self._cleared_s < self._recheck_s and not every_broker:
             return
         self.state = Reachability.CHECKING
         self._suspected_s = now
-        self._listening_checks = 0
+        self._errors_since_check = False  # the one that raised the suspicion
         self._begin_check(now)
 
     def _begin_check(self, now: float) -> None:
         self._checked_s = now
-        self._errors_during_check = False
         self._check = self._probe.begin()
 
     def _report(self, line: _Line) -> None:
@@ -280,8 +281,8 @@ class KafkaReachability:
             if not found.listening:
                 self._gone(found, now)
                 return
-            self._listening_checks += 1
-            if self._errors_during_check and self._listening_checks < CONFIRMING_CHECKS:
+            errors_went_on, self._errors_since_check = self._errors_since_check, False
+            if errors_went_on and now - self._suspected_s < CONFIRMING_S:
                 return  # errors go on: check again (tick) before believing the listener
             self._cleared(now)
         elif found.listening:

@@ -169,7 +169,7 @@ def test_a_connection_error_with_a_listener_up_is_a_client_error_not_an_outage(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """One broker of three down for good: its errors go on while a listener accepts.
-    After three checks in a row find one, the errors go out rate-limited, nothing says
+    After checks in a row found one for 5 s, the errors go out rate-limited, nothing says
     Kafka is away, and the checks back off (2, 4, 8 ... s apart)."""
     caplog.set_level(logging.INFO)
     o = Outage()
@@ -178,14 +178,15 @@ def test_a_connection_error_with_a_listener_up_is_a_client_error_not_an_outage(
     o.listener.answer()
     o.tracker.tick()
     assert state(o) is Reachability.CHECKING  # errors went on during the check
-    for _ in range(2):
+    for _ in range(5):
+        assert state(o) is Reachability.CHECKING
         o.clock.now_s += 1
         o.tracker.tick()  # the next check begins
         o.refused(2)
         o.listener.answer()
         o.tracker.tick()
     assert state(o) is Reachability.REACHABLE
-    assert o.listener.checks == 3
+    assert o.listener.checks == 6
     (line,) = lines(caplog)
     assert line.startswith("WARNING Kafka client: kafka-0:9092/0: Connect to ipv4#10.0.0.5:9092")
     assert line.endswith("[_TRANSPORT]")
@@ -193,8 +194,12 @@ def test_a_connection_error_with_a_listener_up_is_a_client_error_not_an_outage(
     o.listener.hold = False
     o.advance(30, refusals_per_s=2)
     assert len(lines(caplog)) == 2
-    assert lines(caplog)[1].endswith(f"({50 + 2 * 2 - 1 + 2 * 29} more like it in 30 s)")
-    assert o.changes == [] and o.listener.checks < 3 + 10
+    assert lines(caplog)[1].endswith(f"({50 + 2 * 5 - 1 + 2 * 29} more like it in 30 s)")
+    assert o.changes == [] and o.listener.checks < 6 + 30  # fewer than one a second
+    checks = o.listener.checks
+    o.advance(70, refusals_per_s=2)
+    # Backed off to 30 s: each suspicion is one check a second for 5 s, then 30 s quiet.
+    assert o.changes == [] and o.listener.checks - checks <= 2 * 6
 
 
 def test_a_broker_that_shuts_down_is_unreachable_once_its_listener_closes(
@@ -211,6 +216,47 @@ def test_a_broker_that_shuts_down_is_unreachable_once_its_listener_closes(
     (line,) = lines(caplog)
     assert line.startswith("ERROR Kafka unreachable")
     assert o.tracker.outage is not None and o.tracker.outage.since_s == 1000.0
+
+
+def test_a_broker_slow_to_close_its_listener_is_still_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """CI, loaded: the broker refused its clients' reconnects while checks still found its
+    listener for seconds. Three checks (2 s) then let five client lines out before the
+    state line; the checks now go on for 5 s while the errors do."""
+    caplog.set_level(logging.INFO)
+    o = Outage()
+    o.refused(20)
+    o.tracker.tick()
+    o.advance(3, refusals_per_s=20)  # still accepting: checks at +1, +2, +3 s
+    assert lines(caplog) == [] and state(o) is Reachability.CHECKING
+    o.listener.listening = False
+    o.advance(1, refusals_per_s=20)
+    (line,) = lines(caplog)
+    assert line.startswith("ERROR Kafka unreachable")
+    assert o.tracker.outage is not None and o.tracker.outage.since_s == 1000.0
+
+
+def test_every_broker_down_is_checked_at_once_even_just_after_a_clear(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A check that found a listener delays the next by 2 s; a client with no broker
+    left (``_ALL_BROKERS_DOWN``) is checked all the same, and its lines are held."""
+    caplog.set_level(logging.INFO)
+    o = Outage()
+    o.refused(1)
+    o.tracker.tick()
+    o.clock.now_s += 1
+    o.tracker.tick()  # no error during that check: cleared, the next one waits 2 s
+    assert state(o) is Reachability.REACHABLE
+    before = len(lines(caplog))
+    o.listener.listening = False
+    o.clock.now_s += 0.5
+    o.tracker.client_error(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+    o.refused(5)
+    o.tracker.tick()
+    (line,) = lines(caplog)[before:]
+    assert line.startswith("ERROR Kafka unreachable")
 
 
 def test_lines_are_held_while_a_slow_check_runs(caplog: pytest.LogCaptureFixture) -> None:
