@@ -11,7 +11,11 @@ two steps:
    handles what ``consume`` returns in the same turn) or, while ingest waits, by the
    cancel scout (``bridge/ingest/scout.py``) — everything appended before t0 has been
    read, and the cancels among it were applied to this process's stores as they were
-   read: here, h(P) = t0. A partition new to this process (assigned, or this process
+   read: here, h(P) = t0. Under steady traffic P's end has moved on by the time the
+   answer arrives, so an answer not read through yet is kept (the last
+   :data:`UNREAD_KEPT`) and judged again each turn as the reading goes on: the horizon
+   then trails now by a round trip and the consumer's fetch, not by a chase of ever
+   newer ends. A partition new to this process (assigned, or this process
    new) was read before by someone else, whose cancels reach this process through the
    cancel topic: its first check also asks for the cancel topic's end, and its first
    horizon waits until this process's feed has read that far.
@@ -49,6 +53,9 @@ HORIZON_HEADER = "delaybridge-horizon"
 #: A check unanswered this long is given up and asked again: an answer from a broker that
 #: was away, or a request lost with its connection, must not stop the horizon for good.
 CHECK_TIMEOUT_MS = 5_000
+#: Answers kept per partition while its reading has not reached their ends (step 2); a
+#: newer one replaces the newest kept when full.
+UNREAD_KEPT = 4
 
 
 @dataclass(eq=False, slots=True)
@@ -129,6 +136,9 @@ class OwnHorizons:
         self._last_check_ms = -(2**62)
         self._read: dict[PartKey, tuple[int, int]] = {}
         """Per partition, the newest check it was read through: (t0, end)."""
+        self._unread: dict[PartKey, list[tuple[int, int]]] = {}
+        """Per partition, answered checks it is not read through yet: (t0, end), oldest
+        first."""
         self._published: dict[PartKey, int] = {}
 
     # -- what ingest tells it ---------------------------------------------------------
@@ -157,6 +167,7 @@ class OwnHorizons:
         for key in keys:
             self._cancels.pop(key, None)
             self._read.pop(key, None)
+            self._unread.pop(key, None)
             self._published.pop(key, None)
             self._catching_up.pop(key, None)
             self._new.discard(key)
@@ -191,6 +202,8 @@ class OwnHorizons:
             self._check = None
             self._read_through(check, answer, positions)
             self.publish(owned)  # at once: the other processes' deliveries wait for it
+        elif self._unread and self._read_on(positions):
+            self.publish(owned)
 
     def _issue(self, owned: list[PartKey], now_ms: int) -> None:
         """Step 1, unless a check is in flight (for less than CHECK_TIMEOUT_MS)."""
@@ -222,14 +235,44 @@ class OwnHorizons:
         t0 = check.issued_ms
         for key, end in ends.items():
             if read.get(key, -1) < end:
-                continue  # not read through: the horizon waits for the next check
+                if key not in self._new:
+                    self._keep_unread(key, t0, end)  # judged again as reading goes on
+                continue
             if key in self._new:
                 if key in check.new and cancel_ends:
                     self._catching_up[key] = (t0, end, cancel_ends)
                 continue  # its first horizon waits for the feed (asked at the next check)
+            self._unread.pop(key, None)  # older answers: this one is newer
             self._read[key] = (t0, end)
             self._horizon.local(key, t0)
         self._caught_up()
+
+    def _keep_unread(self, key: PartKey, t0: int, end: int) -> None:
+        kept = self._unread.setdefault(key, [])
+        if len(kept) < UNREAD_KEPT:
+            kept.append((t0, end))
+        else:
+            kept[-1] = (t0, end)
+
+    def _read_on(self, positions: Callable[[list[PartKey]], Mapping[PartKey, int]]) -> bool:
+        """Step 2 again for the kept answers; True when a horizon moved."""
+        read = positions(list(self._unread))
+        moved = False
+        for key, kept in list(self._unread.items()):
+            position = read.get(key, -1)
+            through = [(t0, end) for t0, end in kept if position >= end]
+            if not through:
+                continue
+            t0, end = through[-1]
+            rest = kept[len(through) :]
+            if rest:
+                self._unread[key] = rest
+            else:
+                del self._unread[key]
+            self._read[key] = (t0, end)
+            self._horizon.local(key, t0)
+            moved = True
+        return moved
 
     def _caught_up(self) -> None:
         """New partitions whose cancels from before this process are known here now."""
