@@ -45,9 +45,10 @@ from delaybridge.bridge.commit.holds import Hold
 from delaybridge.bridge.partition.copies import generation_of
 from delaybridge.bridge.partition.state import PartitionState, PartKey, Role
 from delaybridge.bridge.produce.outbox import Outbox
-from delaybridge.bridge.produce.resend import Resender, Write
+from delaybridge.bridge.produce.resend import Lane, Resender
 from delaybridge.bridge.state.held_values import HeldValues
 from delaybridge.bridge.state.topics import ChangelogTopics
+from delaybridge.connectors.edge import Headers
 from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import Clock, EncodedBatch, StoreMarks, TimerRecord
 from delaybridge.timerlog.changelog_record import (
@@ -230,19 +231,8 @@ class Changelog:
             return
         if position >= 0:
             self._held.sent(part.key, key, position)
-        route = self._route(part)
-        self._resender.send(
-            Write(
-                route.values,
-                route.topic,
-                value,
-                key,
-                None,
-                on_ack=partial(self._value_acked, part, key, hold),
-                partition=part.partition,
-                wanted=route.wanted,
-            )
-        )
+        on_ack = partial(self._value_acked, part, key, hold)
+        self._resender.send_in(self._route(part).values, value, key, None, on_ack)
 
     def _value_acked(
         self, part: PartitionState, key: bytes, hold: Hold, msg: Message | None
@@ -289,30 +279,20 @@ class Changelog:
         if part.closed:
             return
         route = self._route(part)
-        self._resender.send(
-            Write(
-                route.tombstones,
-                route.topic,
-                None,
-                key,
-                [(ID_HEADER, id.encode())],
-                on_ack=route.note_acked,
-                partition=part.partition,
-                wanted=route.wanted,
-            )
-        )
+        headers: Headers = [(ID_HEADER, id.encode())]
+        self._resender.send_in(route.tombstones, None, key, headers, route.note_acked)
 
     def _route(self, part: PartitionState) -> _Route:
         """``part``'s :class:`_Route`, made once per owned partition object (a partition
         assigned again is a new object, with a route of its own)."""
         route = self._routes.get(part.key)
         if route is None or route.part is not part:
+            topic = self.topics.topic_for(part.topic)
+            wanted = partial(_ours, part)
             route = _Route(
                 part,
-                self.topics.topic_for(part.topic),
-                f"the changelog value of {part.name}",
-                f"the changelog tombstone of {part.name}",
-                partial(_ours, part),
+                Lane(f"the changelog value of {part.name}", topic, part.partition, wanted),
+                Lane(f"the changelog tombstone of {part.name}", topic, part.partition, wanted),
                 partial(self._note_acked, part),
             )
             self._routes[part.key] = route
@@ -336,15 +316,11 @@ class Changelog:
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Route:
     """What every changelog write of one owned partition shares, made once instead of
-    per record: one value and one tombstone per delivered message made this per-record
-    work 15 % of the tick drain (docs/benchmarks.md, the house before and after)."""
+    per record (see :class:`~delaybridge.bridge.produce.resend.Lane`)."""
 
     part: PartitionState
-    topic: str
-    values: str
-    """The log's name for a value write of this partition."""
-    tombstones: str
-    wanted: Callable[[], bool]
+    values: Lane
+    tombstones: Lane
     note_acked: Callable[[Message | None], None]
 
 

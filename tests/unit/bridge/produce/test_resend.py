@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
 from confluent_kafka import KafkaError, Message
 
 from delaybridge.bridge.produce.outbox import Outbox
-from delaybridge.bridge.produce.resend import Resender, Write
+from delaybridge.bridge.produce.resend import Lane, Resender, Write
 from delaybridge.bridge.produce.retry_queue import BACKOFF_MIN_MS, RetryQueue
 from delaybridge.timerlog import ManualClock
 from tests.fakes.clients import FakeProducer
@@ -23,32 +26,50 @@ def _parts() -> tuple[FakeCluster, FakeProducer, RetryQueue, ManualClock, Resend
     return cluster, producer, retries, clock, Resender(Outbox(producer), retries, clock)
 
 
-def test_a_failed_write_is_sent_again_after_a_backoff_until_acknowledged() -> None:
+Send = Callable[[Resender, Callable[[Message | None], None], Callable[[], bool]], None]
+
+
+def _as_write(
+    resender: Resender, on_ack: Callable[[Message | None], None], wanted: Callable[[], bool]
+) -> None:
+    resender.send(Write("test record", "out", b"v", b"k", None, on_ack, wanted=wanted))
+
+
+def _in_lane(
+    resender: Resender, on_ack: Callable[[Message | None], None], wanted: Callable[[], bool]
+) -> None:
+    # The changelog's way: a Write is built only once the first try failed.
+    resender.send_in(Lane("test record", "out", None, wanted), b"v", b"k", None, on_ack)
+
+
+BOTH = pytest.mark.parametrize("send", [_as_write, _in_lane], ids=["write", "lane"])
+
+
+@BOTH
+def test_a_failed_write_is_sent_again_after_a_backoff_until_acknowledged(send: Send) -> None:
     cluster, producer, retries, clock, resender = _parts()
     acked: list[Message | None] = []
     producer.fail_next("out", KafkaError.REQUEST_TIMED_OUT, times=2)
-    w = Write("test record", "out", b"v", b"k", None, on_ack=acked.append)
-    resender.send(w)
+    send(resender, acked.append, lambda: True)
     producer.poll(0)  # first report: failed
-    assert w.failures == 1 and not acked
+    assert not acked
     assert retries.next_ms() == T + BACKOFF_MIN_MS
     clock.advance(BACKOFF_MIN_MS)
     retries.run_due(clock.now_ms())
     producer.poll(0)  # second: failed again, a longer backoff
-    assert w.failures == 2 and retries.next_ms() == clock.now_ms() + 2 * BACKOFF_MIN_MS
+    assert retries.next_ms() == clock.now_ms() + 2 * BACKOFF_MIN_MS
     clock.advance(2 * BACKOFF_MIN_MS)
     retries.run_due(clock.now_ms())
     producer.poll(0)
     assert len(acked) == 1 and [r.value() for r in cluster.records("out")] == [b"v"]
 
 
-def test_a_write_no_longer_wanted_is_given_up() -> None:
+@BOTH
+def test_a_write_no_longer_wanted_is_given_up(send: Send) -> None:
     cluster, producer, retries, clock, resender = _parts()
     ours = [True]
     producer.fail_next("out", KafkaError.REQUEST_TIMED_OUT)
-    w = Write("test record", "out", b"v", None, None, on_ack=lambda _m: None)
-    w.wanted = lambda: ours[0]
-    resender.send(w)
+    send(resender, lambda _m: None, lambda: ours[0])
     producer.poll(0)
     ours[0] = False  # its partition moved away meanwhile
     clock.advance(60_000)
@@ -71,11 +92,12 @@ def test_on_failure_may_deal_with_a_refusal_itself() -> None:
     assert refused == [KafkaError.MSG_SIZE_TOO_LARGE] and len(retries) == 0
 
 
-def test_a_full_queue_is_tried_again_later_not_dropped() -> None:
+@BOTH
+def test_a_full_queue_is_tried_again_later_not_dropped(send: Send) -> None:
     cluster, producer, retries, clock, resender = _parts()
     producer.queue_capacity = 0
     acked: list[Message | None] = []
-    resender.send(Write("test record", "out", b"v", None, None, acked.append))
+    send(resender, acked.append, lambda: True)
     assert len(retries) == 1
     producer.queue_capacity = 10
     clock.advance(BACKOFF_MIN_MS)
