@@ -375,8 +375,10 @@ class Service:
             self.ledger.apply(self.partitions, cancels, now_ms)
         if self.horizons is not None and self.scout is not None:
             self.scout.step(self._waiting())
-            due = self.partitions.next_due_ms(now_ms + 1) <= now_ms
-            urgent = due and self.horizon.limit_ms(now_ms) < now_ms
+            # Urgent: something is due that the horizon holds back. A tick already within
+            # the horizon (a drain under way) needs no check at every turn.
+            next_due_ms = self.partitions.next_due_ms(now_ms + 1)
+            urgent = self.horizon.limit_ms(now_ms) < next_due_ms <= now_ms
             self.horizons.step(self._owned_keys(), self._read_positions, now_ms, urgent)
         restoring = self.partitions.restoring
         batch = self.settings.changelog.restore_batch_records

@@ -218,3 +218,29 @@ def test_a_stale_leader_epoch_is_refreshed_not_repeated(tmp_path: Path) -> None:
         "delaybridge_deliveries_past_horizon_total"
     ) in (None, 0)
     side.stop()
+
+
+def test_a_drain_within_the_horizon_does_not_check_at_every_turn(tmp_path: Path) -> None:
+    # 1M due in one tick drains over many turns; every turn asked Kafka for its ends
+    # while something was due, though the horizon had passed the tick already: a
+    # ListOffsets request and a horizon record per turn for the whole drain.
+    side = FakeSidecar(tmp_path, delivery={"batch_max_records": 10, "max_in_flight_records": 10})
+    side.turns(3, advance_ms=100)
+    for i in range(100):
+        side.send(schedule(f"m{i}", 1_000))
+    side.turns(3, advance_ms=100)  # stored
+    side.turns(10, advance_ms=100)  # due, and the horizon past it
+    admin = side.service.admin
+    real = admin.list_offsets
+    asked: list[int] = []
+
+    def counted(offsets: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
+        asked.append(len(offsets))
+        return real(offsets, **kwargs)
+
+    admin.list_offsets = counted  # type: ignore[method-assign,assignment]
+    before = len(side.delivered())
+    side.turns(10, advance_ms=10)  # 100 ms of a drain, 10 records a turn
+    assert len(side.delivered()) > before
+    assert len(asked) <= 3  # the 50 ms interval, not one a turn
+    side.stop()
