@@ -13,12 +13,12 @@ two steps:
    read, and the cancels among it were applied to this process's stores as they were
    read: here, h(P) = t0. Under steady traffic P's end has moved on by the time the
    answer arrives, so an answer not read through yet is kept (the last
-   :data:`UNREAD_KEPT`) and judged again each turn as the reading goes on: the horizon
-   then trails now by a round trip and the consumer's fetch, not by a chase of ever
-   newer ends. A partition new to this process (assigned, or this process
-   new) was read before by someone else, whose cancels reach this process through the
-   cancel topic: its first check also asks for the cancel topic's end, and its first
-   horizon waits until this process's feed has read that far.
+   :data:`UNREAD_KEPT`) and judged again each turn as the reading goes on, instead of
+   waiting for a later check to find the consumer exactly at its end. A partition new
+   to this process (assigned, or this process new) was read before by someone else,
+   whose cancels reach this process through the cancel topic: its first check also asks
+   for the cancel topic's end, and its first horizon waits until this process's feed has
+   read that far.
 
 For the other processes, the word is published to the horizon topic (compacted, one
 record per owner) once the cancels it covers are on the cancel topic: h(P) = t0 when

@@ -2,9 +2,9 @@
 
 Under steady traffic a partition's end has moved on by the time a check's answer
 arrives. Before the answers were kept, an answer not read through was dropped and the
-next check asked for an end further on again: the horizon caught up only when the
-consumer happened to be at the end as an answer arrived, and 5k msg/s paid ~12 ms of
-p99 lateness for it (docs/benchmarks.md, the cancel horizon's cost).
+next check asked for an end further on again: the horizon moved only when the consumer
+happened to be at the end as an answer arrived. (At 5k msg/s on one partition the
+lateness the rule costs, +12 ms, did not change with this: docs/benchmarks.md, "roll".)
 """
 
 from __future__ import annotations
