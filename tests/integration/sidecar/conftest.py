@@ -1,13 +1,18 @@
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from delaybridge.connectors.localkafka import LocalKafka
 from delaybridge.settings import Settings
 from tests.integration.sidecar.harness import InProcessSidecar, Topics, Watcher, settings_for
+from tests.kafka_backends import start_local
+from tests.kafka_cluster import KafkaCluster
 
 
 @pytest.fixture
@@ -43,3 +48,18 @@ def watcher(kafka: Any, topics: Topics) -> Iterator[Watcher]:
     w = Watcher(kafka.bootstrap_servers, [*topics.targets, topics.dead_letter])
     yield w
     w.close()
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[KafkaCluster]:
+    """A broker for one test alone (a LocalKafka on free ports), which it may stop or
+    freeze on purpose: the session's shared broker never does."""
+    cluster = start_local(tmp_path / "kafka")
+    try:
+        yield cluster
+    finally:
+        broker = cluster.handle
+        pid = broker.pid() if isinstance(broker, LocalKafka) else None
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)  # a frozen JVM cannot stop
+        cluster.stop()

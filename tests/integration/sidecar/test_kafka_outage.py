@@ -30,7 +30,6 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,7 +49,6 @@ from tests.integration.sidecar.harness import (
     settings_for,
 )
 from tests.integration.sidecar.observe import alive, http
-from tests.kafka_backends import start_local
 from tests.kafka_cluster import KafkaCluster, RecordWithHeaders
 from tests.support import wait_until
 
@@ -78,20 +76,6 @@ restored, the cancel horizon held and freed: each said once. Before issue 25 ite
 class How(enum.Enum):
     STOPPED = "stopped"
     FROZEN = "frozen"
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[KafkaCluster]:
-    """A broker for this test alone: it is stopped or frozen on purpose."""
-    cluster = start_local(tmp_path / "kafka")
-    try:
-        yield cluster
-    finally:
-        broker = _local(cluster)
-        pid = broker.pid()
-        if pid is not None:
-            os.kill(pid, signal.SIGCONT)  # a frozen JVM cannot stop
-        cluster.stop()
 
 
 @dataclass

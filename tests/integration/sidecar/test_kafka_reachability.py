@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,6 @@ import pytest
 from delaybridge.connectors.localkafka import LocalKafka
 from tests.http_client import Client
 from tests.integration.sidecar.harness import SubprocessSidecar, Topics, settings_for
-from tests.kafka_backends import start_local
 from tests.kafka_cluster import KafkaCluster
 from tests.support import free_port, wait_until
 
@@ -39,16 +37,6 @@ PARTITIONS = 2
 LINE = re.compile(r"^\S+ (\S+) (\w+) ([\w.]+): (.*)$")
 TRACKER = "delaybridge.connectors.reachability.tracker"
 CLIENTS = "delaybridge.connectors.kafka"
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[KafkaCluster]:
-    """A broker for this test alone: it is stopped on purpose."""
-    cluster = start_local(tmp_path / "kafka")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def readyz(http: Client) -> tuple[int, str]:

@@ -202,33 +202,19 @@ def test_a_connection_error_with_a_listener_up_is_a_client_error_not_an_outage(
     assert o.changes == [] and o.listener.checks - checks <= 2 * 6
 
 
+@pytest.mark.parametrize("accepting_s", [0, 3], ids=["closes-at-once", "closes-late"])
 def test_a_broker_that_shuts_down_is_unreachable_once_its_listener_closes(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, accepting_s: int
 ) -> None:
     """A broker shutting down drops its clients a moment before it closes its listener:
-    the first check still finds it, the errors go on, the next check does not."""
+    the first check still finds it, the errors go on, a later check does not. On loaded
+    CI that moment lasted seconds: three checks (2 s) then let five client lines out
+    before the state line; the checks now go on for 5 s while the errors do."""
     caplog.set_level(logging.INFO)
     o = Outage()
     o.refused(20)
     o.tracker.tick()
-    o.listener.listening = False
-    o.advance(1, refusals_per_s=20)
-    (line,) = lines(caplog)
-    assert line.startswith("ERROR Kafka unreachable")
-    assert o.tracker.outage is not None and o.tracker.outage.since_s == 1000.0
-
-
-def test_a_broker_slow_to_close_its_listener_is_still_one_line(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """CI, loaded: the broker refused its clients' reconnects while checks still found its
-    listener for seconds. Three checks (2 s) then let five client lines out before the
-    state line; the checks now go on for 5 s while the errors do."""
-    caplog.set_level(logging.INFO)
-    o = Outage()
-    o.refused(20)
-    o.tracker.tick()
-    o.advance(3, refusals_per_s=20)  # still accepting: checks at +1, +2, +3 s
+    o.advance(accepting_s, refusals_per_s=20)  # still accepting: a check each second
     assert lines(caplog) == [] and state(o) is Reachability.CHECKING
     o.listener.listening = False
     o.advance(1, refusals_per_s=20)
