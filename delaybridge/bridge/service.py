@@ -92,6 +92,10 @@ from delaybridge.timerlog import SYSTEM_CLOCK, Clock
 log = logging.getLogger(__name__)
 #: How long the loop sleeps while due messages wait for the cancel horizon.
 HORIZON_WAIT_MS = 10
+#: ... and while they wait for a check's answer that is a round trip away
+#: (``OwnHorizons.answer_expected``): sleeping HORIZON_WAIT_MS then cost every message
+#: due in steady traffic ~10 ms of lateness (docs/benchmarks.md, "roll").
+HORIZON_ANSWER_WAIT_MS = 1
 #: The cancel horizon's topic: one record per owner, compacted, so a replica starting
 #: reads every owner's last word in a few records (bridge/cancels/own_horizons.py).
 HORIZON_TOPIC_CONFIG = {
@@ -536,7 +540,9 @@ class Service:
         if wake <= now and self.horizon.limit_ms(now) < now:
             # Due, and held back by the cancel horizon: look again soon (a word from
             # another owner, or this process's own check, may move it any moment).
-            wake = now + min(tick_ms, HORIZON_WAIT_MS)
+            expected = self.horizons is not None and self.horizons.answer_expected(now)
+            wait_ms = HORIZON_ANSWER_WAIT_MS if expected else HORIZON_WAIT_MS
+            wake = now + min(tick_ms, wait_ms)
         retry = self.retries.next_ms()
         if retry is not None:
             wake = min(wake, retry)

@@ -53,6 +53,12 @@ HORIZON_HEADER = "delaybridge-horizon"
 #: A check unanswered this long is given up and asked again: an answer from a broker that
 #: was away, or a request lost with its connection, must not stop the horizon for good.
 CHECK_TIMEOUT_MS = 5_000
+#: How long after a check is issued its answer, and the reading through it, are looked
+#: for at every turn (the loop turns within a millisecond meanwhile, see
+#: :meth:`OwnHorizons.answer_expected`): an answer comes back in a round trip (~1 ms on a
+#: local network), and past this window it is late (a broker away, or loaded), not
+#: spun for.
+ANSWER_WAIT_MS = 20
 #: Answers kept per partition while its reading has not reached their ends (step 2); a
 #: newer one replaces the newest kept when full.
 UNREAD_KEPT = 4
@@ -173,6 +179,17 @@ class OwnHorizons:
             self._new.discard(key)
             self._owned.discard(key)
         self._horizon.released(keys)
+
+    def answer_expected(self, now_ms: int) -> bool:
+        """True while the newest check is fresh (issued less than :data:`ANSWER_WAIT_MS`
+        ago) and its answer, or the reading through it, is still to come: a message
+        held back for it may go out within a round trip, so the loop looks again within
+        a millisecond rather than at its usual wait."""
+        if now_ms - self._last_check_ms >= ANSWER_WAIT_MS:
+            return False
+        if self._check is not None:
+            return True
+        return any(kept[-1][0] == self._last_check_ms for kept in self._unread.values())
 
     # -- every turn ---------------------------------------------------------------------
 
