@@ -532,17 +532,18 @@ class Service:
 
     def _poll_timeout_s(self) -> float:
         """How long consume() may wait: until the next due tick, retry or flush."""
-        if self.outbox.in_flight or any(p.pipeline.held for p in self.partitions):
-            return 0.005
         now = self.clock.now_ms()
         tick_ms = self.settings.store.tick_ms
         wake = self.partitions.next_due_ms(now + tick_ms)
         if wake <= now and self.horizon.limit_ms(now) < now:
             # Due, and held back by the cancel horizon: look again soon (a word from
-            # another owner, or this process's own check, may move it any moment).
-            expected = self.horizons is not None and self.horizons.answer_expected(now)
-            wait_ms = HORIZON_ANSWER_WAIT_MS if expected else HORIZON_WAIT_MS
-            wake = now + min(tick_ms, wait_ms)
+            # another owner, or this process's own check, may move it any moment), and
+            # at once when this process's check is a round trip away.
+            if self.horizons is not None and self.horizons.answer_expected(now):
+                return HORIZON_ANSWER_WAIT_MS / 1000
+            wake = now + min(tick_ms, HORIZON_WAIT_MS)
+        if self.outbox.in_flight or any(p.pipeline.held for p in self.partitions):
+            return 0.005
         retry = self.retries.next_ms()
         if retry is not None:
             wake = min(wake, retry)
