@@ -198,8 +198,9 @@ class Settings(BaseSettings):
     cancel_horizon: CancelHorizonSettings = Field(default_factory=CancelHorizonSettings)
     shutdown_grace_ms: int = Field(default=30_000, gt=0)
     # Worker processes under one `delaybridge run`, each a group member with its own
-    # stores (bridge/workers/identity.py, supervisor.py); 0: one per usable core.
-    workers: int = Field(default=1, ge=0)
+    # stores (bridge/workers/identity.py, supervisor.py); 0 (the default): one per usable
+    # core, as many as the memory limit has room for. 1: a single process.
+    workers: int = Field(default=0, ge=0)
     max_delivery_backlog: int = Field(default=200_000, gt=0)
 
     @field_validator("delay_topic_pattern", "target_topic_allow")

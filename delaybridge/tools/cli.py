@@ -7,6 +7,7 @@ delaybridge bench hotpath [--records N] [--package NAME=DIR]
 delaybridge bench ingest [--records N] [--repeat N]
 delaybridge bench restore [--bootstrap HOST:PORT] [--pending 1000000,10000000]
 delaybridge bench roll [--bootstrap HOST:PORT] [--rate 200] [--seconds 150] [--set KEY=VALUE]
+delaybridge bench idle [--bootstrap HOST:PORT] [--partitions 6] [--set KEY=VALUE]
 """
 
 from __future__ import annotations
@@ -54,11 +55,11 @@ def register(commands: Any, bench: Any) -> None:
     e2e.add_argument(
         "--workers",
         type=_counts,
-        default=(1,),
+        default=None,
         metavar="N[,N...]",
         help="throughput and lateness: the sidecar's worker processes, e.g. 1,2 (each "
         "count measured in the same run; delay topics get 2 partitions per worker of the "
-        "largest)",
+        "largest); default: the sidecar's own default, one per usable core",
     )
     e2e.add_argument(
         "--pure-python",
@@ -148,6 +149,25 @@ def register(commands: Any, bench: Any) -> None:
     roll.add_argument("--json", type=Path, default=Path("bench-results/roll.json"))
     roll.set_defaults(handler=_roll)
 
+    idle = bench.add_parser(
+        "idle", help="CPU of a sidecar with nothing to do (all processes), disk per partition"
+    )
+    idle.add_argument("--bootstrap", help="an existing broker (default: start a local one)")
+    idle.add_argument("--partitions", type=int, default=6, help="delay-topic partitions")
+    idle.add_argument("--settle-s", type=float, default=30, help="seconds before measuring")
+    idle.add_argument("--measure-s", type=float, default=60, help="seconds measured")
+    idle.add_argument(
+        "--set",
+        type=parse_set,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one more run with this sidecar setting (dotted path, YAML value), e.g. "
+        "workers=1; repeatable",
+    )
+    idle.add_argument("--json", type=Path, default=Path("bench-results/idle.json"))
+    idle.set_defaults(handler=_idle)
+
 
 def _demo(args: argparse.Namespace) -> int:
     from delaybridge.tools.demo import run_demo
@@ -177,6 +197,12 @@ def _roll(args: argparse.Namespace) -> int:
     from delaybridge.tools.bench_roll import run_roll_bench
 
     return run_roll_bench(args)
+
+
+def _idle(args: argparse.Namespace) -> int:
+    from delaybridge.tools.bench_idle import run_idle_bench
+
+    return run_idle_bench(args)
 
 
 def _restore(args: argparse.Namespace) -> int:

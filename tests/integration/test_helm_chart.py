@@ -12,6 +12,7 @@ bounds, defaults) needs no helm: tests/unit/test_settings_chart.py.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,25 @@ def test_lint(helm: str, values: Path, strict: bool) -> None:
     done = run_helm(helm, *args)
     assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
     assert "0 chart(s) failed" in done.stdout
+
+
+def test_default_resources_fit_one_worker_per_core(helm: str, tmp_path: Path) -> None:
+    # Issue 26: every core by default. The rendered limits, seen as the pod's cgroup
+    # files, give the automatic count 2 workers, and their memory holds 2 of them.
+    from delaybridge.bridge.workers.identity import WORKER_MEMORY_BYTES, automatic_workers
+
+    manifests = render(helm, "--set", "config.kafka.bootstrap_servers=kafka:9092")
+    container = one(manifests, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    limits = container["resources"]["limits"]
+    assert limits["cpu"] == "2" and limits["memory"] == "1Gi"
+    assert container["resources"]["requests"]["cpu"] == limits["cpu"]
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text("200000 100000\n")  # what limits.cpu "2" becomes
+    memory_max = tmp_path / "memory.max"
+    memory_max.write_text(f"{2**30}\n")  # 1Gi
+    workers = automatic_workers(cpu_max, memory_max)
+    assert workers == min(2, len(os.sched_getaffinity(0)))
+    assert 2 * WORKER_MEMORY_BYTES < 2**30
 
 
 def test_default_values_render_a_hardened_statefulset(helm: str) -> None:

@@ -110,7 +110,6 @@ def _run(args: argparse.Namespace) -> int:
     from delaybridge.bridge.workers import membership
     from delaybridge.bridge.workers.identity import (
         HTTP_ANNOUNCE,
-        check_supported,
         worker_count,
         worker_settings,
     )
@@ -123,7 +122,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.worker is None and count > 1:
         from delaybridge.bridge.workers.launch import run_supervised
 
-        check_supported(settings, count)
         verbose = logging.getLogger().level <= logging.DEBUG
         return run_supervised(settings, count, args.config, verbose)
     if args.worker is not None:

@@ -7,10 +7,18 @@ moves to a replica whose store needs a catch-up of seconds, not a restore of eve
 
 Who keeps which standby (:func:`standby_keepers`): the group's members and each
 partition's owner come from describing the consumer group (every few seconds, without
-blocking the loop); for each partition the members that do not own it are ranked by a
-hash of (member, partition), rendezvous-style, and the first k keep it. Every replica
-computes the same ranking, so no coordination is needed, and a member joining or leaving
-moves few standbys.
+blocking the loop). Members are grouped by pod (worker ``i`` of a pod joins as
+``<id>-w<i>``, :func:`pod_of`), since the workers of a pod share its store directory;
+for each partition the pods other than the owner's are ranked by a hash of (pod,
+partition), rendezvous-style, and in each of the first k one worker, picked by a hash
+of the partition, keeps it. Every replica computes the same ranking, so no coordination
+is needed, and a member joining or leaving moves few standbys.
+
+A partition assigned to a worker whose sibling keeps its standby opens the same store
+directory: the new owner waits for the store's lock (``partition/state.py``,
+``LOCK_WAIT_S``) until the sibling's next view of the group (``DESCRIBE_EVERY_MS``) sees
+the new owner in its own pod and releases the standby, its checkpoint naming the
+changelog offset reached; the owner's restore is then the catch-up from there.
 
 A standby is a follow-mode restore task (``bridge/state/restorer.py``) into the partition's own
 store directory: values appended, tombstones dropped, and, at each progress record (the
@@ -44,16 +52,39 @@ DESCRIBE_EVERY_MS = 5_000
 APPLY_EVERY_MS = 10_000
 
 
+def pod_of(member: str) -> str:
+    """The pod a group member belongs to: worker ``i`` > 0 of a pod joins as
+    ``<id>-w<i>`` and worker 0 as ``<id>`` (``bridge/workers/identity.py``), so the pod is
+    the name without a ``-w<i>`` suffix. A dynamic member (no instance id) is a pod of
+    its own."""
+    head, sep, tail = member.rpartition("-w")
+    if sep and head and tail.isdigit():
+        return head
+    return member
+
+
 def standby_keepers(
     partitions: list[PartKey], members: list[str], owners: dict[PartKey, str], k: int
 ) -> dict[PartKey, list[str]]:
-    """For each partition, the (up to) k members that keep a standby of it."""
+    """For each partition, the (up to) k members that keep a standby of it: one worker in
+    each of k pods other than the owner's. Pods, not members, are ranked: the workers of
+    one pod share its store directory, so a sibling of the owner must never keep a copy,
+    and two siblings must not keep one each."""
+    pods: dict[str, list[str]] = {}
+    for member in sorted(members):
+        pods.setdefault(pod_of(member), []).append(member)
     out: dict[PartKey, list[str]] = {}
     for key in partitions:
         owner = owners.get(key)
-        others = [m for m in members if m != owner]
-        others.sort(key=lambda m: zlib.crc32(f"{m}|{key[0]}|{key[1]}".encode()))
-        out[key] = others[:k]
+        mine = pod_of(owner) if owner is not None else None
+        others = [pod for pod in pods if pod != mine]
+        others.sort(key=lambda pod: zlib.crc32(f"{pod}|{key[0]}|{key[1]}".encode()))
+        keepers = []
+        for pod in others[:k]:
+            workers = pods[pod]
+            pick = zlib.crc32(f"{key[0]}|{key[1]}".encode()) % len(workers)
+            keepers.append(workers[pick])
+        out[key] = keepers
     return out
 
 

@@ -1,6 +1,7 @@
 """Worker processes of one ``delaybridge run``: how many, and who each one is.
 
-``workers`` (settings) > 1 makes ``delaybridge run`` a supervisor (``supervisor.py``) of
+``workers`` (settings; 0, the default: one per usable core, capped by the memory
+limit) > 1 makes ``delaybridge run`` a supervisor (``supervisor.py``) of
 that many worker processes, each a complete sidecar (``service.py``): its own consumer
 group member, producer, stores and cancel feed. Their stores share the data directory
 root (``<data_dir>/<topic>-<partition>``, one ``flock`` per store), so a partition that
@@ -26,13 +27,18 @@ from pathlib import Path
 
 from delaybridge.bridge.commit.transactions import transactional_id
 from delaybridge.bridge.tuning import suffix
-from delaybridge.errors import ConfigError
 from delaybridge.settings import Settings
 
 #: The line a worker prints once its HTTP server listens; the supervisor reads it.
 HTTP_ANNOUNCE = "delaybridge: HTTP on "
 #: cgroup v2: "<quota> <period>" in microseconds, or "max <period>".
 CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+#: cgroup v2: the memory limit in bytes, or "max".
+MEMORY_MAX = Path("/sys/fs/cgroup/memory.max")
+#: What one worker process may need at its peak: the 300 MB the benchmarks hold a worker
+#: to (docs/benchmarks.md: 1M records due in one tick, the store at 10M pending), plus a
+#: margin for the supervisor's share. A memory limit allows one worker per this much.
+WORKER_MEMORY_BYTES = 320 * 2**20
 
 
 def usable_cores(cpu_max: Path = CPU_MAX) -> int:
@@ -52,20 +58,30 @@ def usable_cores(cpu_max: Path = CPU_MAX) -> int:
     return max(1, cores)
 
 
+def memory_workers(memory_max: Path = MEMORY_MAX) -> int | None:
+    """How many workers the cgroup's memory limit (a container's
+    ``resources.limits.memory``) has room for, at :data:`WORKER_MEMORY_BYTES` each, at
+    least one; None without a limit."""
+    try:
+        limit = memory_max.read_text().strip()
+        if limit == "max":
+            return None
+        return max(1, int(limit) // WORKER_MEMORY_BYTES)
+    except (OSError, ValueError):
+        return None  # no cgroup v2 memory limit
+
+
+def automatic_workers(cpu_max: Path = CPU_MAX, memory_max: Path = MEMORY_MAX) -> int:
+    """``workers: 0`` (the default): one per usable core, as many as the memory limit
+    has room for."""
+    cores = usable_cores(cpu_max)
+    room = memory_workers(memory_max)
+    return cores if room is None else min(cores, room)
+
+
 def worker_count(settings: Settings) -> int:
-    """``settings.workers``, with 0 meaning one per usable core."""
-    return settings.workers or usable_cores()
-
-
-def check_supported(settings: Settings, count: int) -> None:
-    """Refuse what several workers of one pod cannot do yet (ConfigError naming it)."""
-    if count > 1 and settings.changelog.standby_replicas > 0:
-        raise ConfigError(
-            f"workers={count} with changelog.standby_replicas="
-            f"{settings.changelog.standby_replicas}: not supported yet (a worker could "
-            "keep a standby of a partition a sibling worker owns, in the same store "
-            "directory); use workers: 1 with standbys, or standbys off with workers"
-        )
+    """``settings.workers``, with 0 (the default) meaning :func:`automatic_workers`."""
+    return settings.workers or automatic_workers()
 
 
 def worker_settings(settings: Settings, index: int) -> Settings:

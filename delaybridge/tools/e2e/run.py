@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from delaybridge.bridge.workers.identity import automatic_workers
 from delaybridge.connectors import KafkaClients, KafkaSettings
 from delaybridge.tools.bench_kit import bench_cluster
 from delaybridge.tools.e2e import measure
@@ -62,7 +63,8 @@ def _run_all(
     only = set(args.only or MEASUREMENTS)
     results: dict[str, Any] = {}
     eos = bool(getattr(args, "exactly_once", False))
-    workers = tuple(getattr(args, "workers", None) or (1,))
+    # The sidecar's default (workers: 0) resolved here: the bench names the count it ran.
+    workers = tuple(getattr(args, "workers", None) or (automatic_workers(),))
     if "throughput" in only:
         results["throughput"] = measure.throughput(
             console, clients, work / "t", args.messages, eos, workers

@@ -107,6 +107,23 @@ class SidecarProcess:
                     total += int(line.split()[1]) / 1024
         return total or float("nan")
 
+    def children(self) -> list[int]:
+        """The pids of its worker processes (none with ``workers: 1``)."""
+        return _children(self.proc.pid)
+
+    def rss_mb(self) -> float:
+        """The resident memory of the sidecar and its worker processes now, summed."""
+        total = 0.0
+        for pid in [self.proc.pid, *self.children()]:
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+        return total
+
     def cpu_seconds(self) -> float:
         """CPU time (user + system) the sidecar and its worker processes used so far."""
         total = 0

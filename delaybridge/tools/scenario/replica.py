@@ -13,6 +13,7 @@ partitions it owns and their roles).
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -47,6 +48,7 @@ class Replica:
                 [sys.executable, "-m", "delaybridge", "run", "--config", str(self.config_path)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: the pod, for kill()
             )
 
     @property
@@ -60,9 +62,9 @@ class Replica:
         return self.proc.wait(timeout_s)
 
     def kill(self) -> None:
-        """SIGKILL: no handover, no flush."""
+        """SIGKILL to the pod, its worker processes included: no handover, no flush."""
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
+        os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(30)
 
     def get(self, path: str) -> Any:

@@ -117,6 +117,7 @@ class SubprocessSidecar:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
+                start_new_session=True,  # its own process group: the pod, for kill9()
             )
 
     def wait_log(self, text: str, timeout_s: float) -> None:
@@ -139,8 +140,10 @@ class SubprocessSidecar:
         return held
 
     def kill9(self) -> None:
+        """SIGKILL to the whole pod: the supervisor and its worker processes (a worker
+        whose supervisor alone died gets SIGTERM and drains: no crash at all)."""
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
+        os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
 
     def terminate(self, timeout_s: float) -> int:

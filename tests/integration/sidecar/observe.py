@@ -54,8 +54,14 @@ def metrics(client: Client) -> dict[tuple[str, frozenset[tuple[str, str]]], floa
 
 
 def metric(client: Client, name: str, **labels: str) -> float:
-    """One sample's value; 0 when the series does not exist (yet)."""
-    return metrics(client).get((name, frozenset(labels.items())), 0.0)
+    """One series' value for the whole pod: summed over its worker processes (a pod of
+    several workers labels each one's series ``worker``); 0 when it does not exist (yet)."""
+    wanted = frozenset(labels.items())
+    return sum(
+        value
+        for (sample, found), value in metrics(client).items()
+        if sample == name and frozenset(kv for kv in found if kv[0] != "worker") == wanted
+    )
 
 
 def metric_reaches(

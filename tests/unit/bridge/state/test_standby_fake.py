@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from delaybridge.bridge.partition.state import Role
-from delaybridge.bridge.state.standby import standby_keepers
+from delaybridge.bridge.state.standby import pod_of, standby_keepers
 from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
 
 STANDBY = {"standby_replicas": 1}
@@ -19,6 +19,31 @@ def test_keepers_are_the_same_for_everyone_and_never_the_owner() -> None:
     for key, who in keepers.items():
         assert len(who) == 1 and who[0] != owners[key]
     assert {who[0] for who in keepers.values()} == set(members)  # spread over everyone
+    assert all(len(w) == 2 for w in standby_keepers(parts, members, owners, 5).values())
+
+
+def test_keepers_are_chosen_per_pod_never_a_sibling_of_the_owner() -> None:
+    # Issue 26: with several workers per pod (every core by default), the workers of a
+    # pod share its store directory: a sibling of the owner must not keep a copy in it,
+    # and a pod keeps at most one copy of a partition.
+    assert [pod_of(m) for m in ["p", "p-w1", "p-w12", "sidecar-west", "x-w", "rdkafka-9f"]] == [
+        "p",
+        "p",
+        "p",
+        "sidecar-west",
+        "x-w",
+        "rdkafka-9f",
+    ]
+    parts = [("t", p) for p in range(24)]
+    members = ["a", "a-w1", "b", "b-w1", "c", "c-w1"]
+    owners = {key: members[key[1] % 6] for key in parts}
+    keepers = standby_keepers(parts, members, owners, 2)
+    for key, who in keepers.items():
+        pods = [pod_of(m) for m in who]
+        assert len(who) == 2 and len(set(pods)) == 2, who
+        assert pod_of(owners[key]) not in pods
+    assert {m for who in keepers.values() for m in who} == set(members)  # spread over all
+    # One worker per pod: as many keepers as there are other pods, at most.
     assert all(len(w) == 2 for w in standby_keepers(parts, members, owners, 5).values())
 
 

@@ -23,14 +23,15 @@ from prometheus_client import CollectorRegistry
 from delaybridge.bridge.commit.transactions import ID_FILE
 from delaybridge.bridge.workers.identity import (
     HTTP_ANNOUNCE,
-    check_supported,
+    WORKER_MEMORY_BYTES,
+    automatic_workers,
+    memory_workers,
     usable_cores,
     worker_count,
     worker_settings,
 )
 from delaybridge.bridge.workers.metrics_merge import SupervisorMetrics
 from delaybridge.bridge.workers.supervisor import FIRST_BACKOFF_S, STABLE_S, Supervisor
-from delaybridge.errors import ConfigError
 from delaybridge.settings import load
 from tests.support import wait_until
 
@@ -186,7 +187,7 @@ def test_worker_count(workers: int, expected: int) -> None:
 
 
 def test_zero_workers_means_one_per_usable_core(tmp_path: Path) -> None:
-    assert worker_count(load(None, workers=0)) == usable_cores()
+    assert worker_count(load(None, workers=0)) == automatic_workers()
     cores = len(os.sched_getaffinity(0))
     quota = tmp_path / "cpu.max"
     quota.write_text("max 100000\n")
@@ -198,8 +199,18 @@ def test_zero_workers_means_one_per_usable_core(tmp_path: Path) -> None:
     assert usable_cores(tmp_path / "absent") == cores
 
 
-def test_standbys_with_several_workers_are_refused() -> None:
-    settings = load(None, workers=2, changelog={"standby_replicas": 1})
-    with pytest.raises(ConfigError, match="standby_replicas"):
-        check_supported(settings, 2)
-    check_supported(settings, 1)
+def test_every_core_is_the_default_capped_by_the_memory_limit(tmp_path: Path) -> None:
+    # Issue 26: one worker by default left a core idle; each worker costs up to
+    # WORKER_MEMORY_BYTES, so a memory limit caps how many fit.
+    assert load(None).workers == 0
+    cores = len(os.sched_getaffinity(0))
+    cpu = tmp_path / "cpu.max"
+    cpu.write_text("400000 100000\n")  # limits.cpu: 4
+    memory = tmp_path / "memory.max"
+    memory.write_text("max\n")
+    assert automatic_workers(cpu, memory) == min(cores, 4)
+    memory.write_text(f"{3 * WORKER_MEMORY_BYTES + 1}\n")
+    assert automatic_workers(cpu, memory) == min(cores, 3)
+    memory.write_text(f"{WORKER_MEMORY_BYTES // 2}\n")  # too small for one: one anyway
+    assert automatic_workers(cpu, memory) == 1
+    assert memory_workers(tmp_path / "absent") is None
