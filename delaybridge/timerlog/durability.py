@@ -11,8 +11,11 @@
    entry a tick at or after the cursor's still needs (a pass over every slot in use,
    whose pages leave the process's RSS chunk by chunk: ``TimingWheel``);
 4. replace the checkpoint (temp, fsync, rename, fsync dir) -- unless it would say what
-   the last one says: an idle store writes nothing, which also spares a full disk a
-   write it cannot make -- then drop a compacted cancel log's previous generation;
+   the last one says, or only that time passed (the delivery cursor moved over empty
+   ticks, the owner's changelog mark over its progress records) and the last was
+   written less than ``IDLE_CHECKPOINT_MS`` ago: an idle store writes nothing, which
+   also spares a full disk a write it cannot make -- then drop a compacted cancel log's
+   previous generation;
 5. let mapped log pages read since the last flush leave the process's RSS;
 6. give back the space of finished messages (only now: a checkpoint that no longer
    needs them is on disk): segments wholly before ``live_start`` deleted, the dead
@@ -49,6 +52,12 @@ LIVE_RECOMPUTE_MS = 30_000
 """How often a flush recomputes ``live_start`` (step 3): a pass over every slot, ~5 ms
 for the default wheel, which would add that to every turn it falls in; a segment is
 deleted up to this much later than it could be."""
+IDLE_CHECKPOINT_MS = 10_000
+"""How long a checkpoint that would only say time passed waits (step 4). Written at every
+flush, it cost an idle sidecar two fsyncs per store and flush interval, the larger part
+of its CPU. Waiting is safe: after a crash the store reopens with the cursor before the
+empty ticks and reads them again (nothing in them), and the owner's changelog mark is
+older by some progress records, which its restore reads again."""
 log = logging.getLogger(__name__)
 
 
@@ -66,6 +75,8 @@ class Flusher:
         self.cancels = store.cancels
         self.reader = store.reader
         self._saved = opened if loaded else None
+        self._saved_ms = now_ms
+        """When the last checkpoint was written (or the store opened)."""
         self.live_start = opened.live_start
         """Timer-log index before which nothing is pending (older segments deletable)."""
         self._live_at_ms = now_ms
@@ -124,7 +135,7 @@ class Flusher:
             self.live_start = self.timer.end if min_first is None else min_first
             self._live_at_ms = now_ms
             self._live_done = done
-        self._save()  # 4
+        self._save(now_ms, wait=not recompute_live)  # 4 (asked: as at a close, now)
         self.cancels.drop_old()
         return periodic
 
@@ -147,20 +158,44 @@ class Flusher:
             counters=dataclasses.replace(store.counters),
         )
 
-    def _save(self) -> None:
+    def _save(self, now_ms: int, wait: bool = True) -> None:
+        """Step 4; ``wait``: a checkpoint that would only say time passed may wait."""
         ckpt = self.checkpoint()
-        if ckpt != self._saved:
-            ckpt.save(self.directory)
-            self._saved = ckpt
+        saved = self._saved
+        if ckpt == saved:
+            return
+        recent = saved is not None and now_ms - self._saved_ms < IDLE_CHECKPOINT_MS
+        if wait and recent and saved is not None and _only_time_passed(saved, ckpt):
+            return  # the marks stay those of the checkpoint on disk
+        ckpt.save(self.directory)
+        self._saved = ckpt
+        self._saved_ms = now_ms
         self.marks = ckpt.marks
 
     def _compact_cancels(self) -> None:
         try:
             self.cancels.compact()
-            self._save()
+            self._save(self.store.clock.now_ms(), wait=False)
         except OSError as exc:
             if not is_no_space(exc):
                 raise
             log.warning("%s: cancel log not compacted, no room (%s)", self.directory, exc)
             return
         self.cancels.drop_old()
+
+
+def _only_time_passed(saved: Checkpoint, now: Checkpoint) -> bool:
+    """Does ``now`` differ from ``saved`` only in what moves with time alone: the delivery
+    cursor over empty ticks (nothing was delivered: the counters are equal) and the
+    owner's changelog mark (its progress records)? A new ``live_start`` is not time
+    passing: step 6 deletes what the checkpoint before it still names. Nor is a first
+    changelog mark: a store without one is taken for a stranger's and rebuilt."""
+    if saved.marks.changelog is None and now.marks.changelog is not None:
+        return False
+    same_time = dataclasses.replace(
+        now,
+        done_tick_ms=saved.done_tick_ms,
+        done_index=saved.done_index,
+        marks=dataclasses.replace(now.marks, changelog=saved.marks.changelog),
+    )
+    return same_time == saved

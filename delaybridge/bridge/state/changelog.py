@@ -26,6 +26,8 @@ The rules (DESIGN §5; reasons in docs/design/changelog.md):
 6. at every flush, the owner's delivery cursor goes out as a progress record
    (:meth:`progress`): everything due up to it left the store, and the tombstones that
    say so are before it in the partition; a warm standby drops those from its copy.
+   A cursor that only moved over empty ticks (nothing left the store since the last
+   one) waits up to ``IDLE_PROGRESS_MS``: it tells a standby nothing to drop.
 
 Not thread-safe: the service's owner thread calls it.
 """
@@ -61,6 +63,9 @@ from delaybridge.timerlog.changelog_record import (
 
 log = logging.getLogger(__name__)
 WRITE_CHUNK = 10_000  # values written behind per partition and call: no burst in flight
+#: How long a progress record that would only say time passed waits (rule 6): one per
+#: partition and flush made an idle sidecar produce 5 records a second per partition.
+IDLE_PROGRESS_MS = 10_000
 
 
 class Changelog:
@@ -84,6 +89,8 @@ class Changelog:
         self._acked: dict[PartKey, int] = {}
         self._held = HeldValues(topics.settings.write_behind_max_records)
         self._progress: dict[PartKey, int] = {}
+        self._progress_seen: dict[PartKey, tuple[tuple[int, ...], int]] = {}
+        """Per partition, the store's counters at its last progress record, and when."""
         self._seeding: set[PartKey] = set()
         self._behind_ms = topics.settings.write_behind_ms
         self._routes: dict[PartKey, _Route] = {}
@@ -207,6 +214,12 @@ class Changelog:
         tick = part.store.delivered_through_ms
         if tick <= self._progress.get(part.key, -1):
             return
+        now = self._clock.now_ms()
+        seen = dataclasses.astuple(part.store.counters)
+        last = self._progress_seen.get(part.key)
+        if last is not None and last[0] == seen and now - last[1] < IDLE_PROGRESS_MS:
+            return  # nothing left the store since the last one: only time passed
+        self._progress_seen[part.key] = (seen, now)
         self._progress[part.key] = tick
         topic = self.topics.topic_for(part.topic)
         on_delivery = partial(self._progress_outcome, part)
@@ -310,6 +323,7 @@ class Changelog:
         self._acked.pop(part.key, None)
         self._held.forget(part.key)
         self._progress.pop(part.key, None)
+        self._progress_seen.pop(part.key, None)
         self._seeding.discard(part.key)
 
 

@@ -46,11 +46,11 @@ def test_a_message_delivered_after_the_last_flush_is_not_delivered_again(
         side.turns(1)
         side.checkpoint()
     part = side.service.partitions.by_key[(DELAY, 0)]
-    mark = part.store.marks.changelog
     side.producer.hold_acks = True
     side.send(schedule("soon0", 500))
     side.turns(1)
     side.checkpoint()  # on disk, its value sent but not acknowledged
+    mark = part.store.marks.changelog
     side.producer.hold_acks = False
     side.turns(4, advance_ms=200)  # acknowledged, delivered, tombstoned; no flush
     assert part.store.marks.changelog == mark
