@@ -135,6 +135,7 @@ class Service:
             on_fatal=self._fatal_client_error,
             on_change=self.metrics.set_kafka_reachable,
             now_s=lambda: clock.now_ms() / 1000,
+            says_state=worker == 0,  # one pod, one set of state lines
         )
         self._clients = ReportingClients(clients or KafkaClients(s.kafka), self.reachability)
         self.tally = Tally()

@@ -156,8 +156,12 @@ class KafkaReachability:
         *,
         summary_interval_s: float = SUMMARY_INTERVAL_S,
         check_interval_s: float = CHECK_INTERVAL_S,
+        says_state: bool = True,
     ) -> None:
         self._probe = probe
+        self._state_level = logging.DEBUG if not says_state else None
+        """Worker processes after the first of a pod track the same cluster: worker 0
+        says the state lines for the pod, the others keep them at DEBUG."""
         self._on_fatal = on_fatal
         self._on_change = on_change
         self._now_s = now_s
@@ -318,7 +322,8 @@ class KafkaReachability:
         self._held = []
         self._held_over = 0
         self._summary_s = now
-        log.error(
+        log.log(
+            self._state_level or logging.ERROR,
             "Kafka unreachable: no bootstrap server accepts connections (%s); its clients' "
             "errors are counted, not logged, until it is back (a summary every %.0f s)",
             found.describe(),
@@ -329,7 +334,8 @@ class KafkaReachability:
     def _summarise(self, outage: Outage, now: float) -> None:
         self._summary_s = now
         last = f"; the last: {self._last_line}" if self._last_line else ""
-        log.warning(
+        log.log(
+            self._state_level or logging.WARNING,
             "Kafka still unreachable after %.0f s (%s); %d client errors suppressed%s",
             now - outage.since_s,
             outage.cause,
@@ -343,7 +349,8 @@ class KafkaReachability:
         self.outage = None
         self._cleared_s = now
         self._recheck_s = self.check_interval_s
-        log.info(
+        log.log(
+            self._state_level or logging.INFO,
             "Kafka reachable again after %.0f s (%s accepts connections); %d client errors "
             "were suppressed while it was away",
             away_s,

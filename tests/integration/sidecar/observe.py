@@ -57,11 +57,24 @@ def metric(client: Client, name: str, **labels: str) -> float:
     """One series' value for the whole pod: summed over its worker processes (a pod of
     several workers labels each one's series ``worker``); 0 when it does not exist (yet)."""
     wanted = frozenset(labels.items())
+    per_pod = "worker" not in labels  # asked for one worker: that worker's series only
     return sum(
         value
         for (sample, found), value in metrics(client).items()
-        if sample == name and frozenset(kv for kv in found if kv[0] != "worker") == wanted
+        if sample == name
+        and frozenset(kv for kv in found if not (per_pod and kv[0] == "worker")) == wanted
     )
+
+
+def metric_by_worker(client: Client, name: str, **labels: str) -> dict[str, float]:
+    """One series' value in each worker process of the pod (key "" without workers)."""
+    out: dict[str, float] = {}
+    for (sample, found), value in metrics(client).items():
+        rest = dict(found)
+        worker = rest.pop("worker", "")
+        if sample == name and rest == labels:
+            out[worker] = value
+    return out
 
 
 def metric_reaches(
@@ -76,6 +89,20 @@ def metric_reaches(
 
     what = f"{name}{labels or ''} == {value}"
     wait_until(reached, timeout_s, what, detail=lambda: f"last value {seen[-1]}")
+
+
+def settled(client: Client, topic: str, partitions: int, workers: int) -> bool:
+    """Is the pod ready, with every partition of ``topic`` owned once and spread over as
+    many of its ``workers`` as there are partitions for? The first worker to join takes
+    every partition and the others take their share a rebalance later: until then a
+    partition may still move, and pause for its handover."""
+    if client("GET", "/readyz").status != 200:
+        return False
+    stats = client("GET", "/admin/stats").json()
+    owned = [p for p in stats.get("partitions", []) if p.get("topic") == topic]
+    keys = {p["partition"] for p in owned}
+    holders = {str(p.get("worker", "0")) for p in owned}
+    return len(keys) == len(owned) == partitions and len(holders) == min(workers, partitions)
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:

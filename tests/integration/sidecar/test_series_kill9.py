@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from delaybridge.bridge.workers.identity import worker_count
 from delaybridge.settings import Settings
 from tests.integration.sidecar.harness import (
     Arrival,
@@ -26,7 +27,7 @@ from tests.integration.sidecar.harness import (
     now_ms,
     produce,
 )
-from tests.integration.sidecar.observe import alive, this_run
+from tests.integration.sidecar.observe import alive, http, settled, this_run
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -54,7 +55,14 @@ def test_a_series_of_5_survives_kill9(
     )
     side = SubprocessSidecar(settings, tmp_path)
     side.start()
-    side.wait_log("assigned", 60)
+    client = http(side)
+    workers = worker_count(settings)
+    wait_until(
+        lambda: settled(client, topics.delay, 3, workers),
+        90,
+        "the pod's workers sharing the delay topic",
+        detail=side.tail,
+    )
     headers: list[tuple[str, str | bytes | None]] = [
         ("delay-target-topic", orders),
         ("delay-every", "2s"),

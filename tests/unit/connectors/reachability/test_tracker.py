@@ -33,13 +33,17 @@ class Clock:
 class Outage:
     """A tracker, its fake listener and clock, and what it told the world."""
 
-    def __init__(self) -> None:
+    def __init__(self, says_state: bool = True) -> None:
         self.clock = Clock()
         self.listener = FakeListenerProbe()
         self.changes: list[bool] = []
         self.fatal: list[KafkaError] = []
         self.tracker = KafkaReachability(
-            self.listener, self.fatal.append, self.changes.append, self.clock
+            self.listener,
+            self.fatal.append,
+            self.changes.append,
+            self.clock,
+            says_state=says_state,
         )
         self.log = ClientLog(self.tracker)
 
@@ -118,6 +122,30 @@ def test_while_away_a_summary_every_30_s_says_how_long_and_how_many(
         assert f"; {3 + 30 * n * 20} client errors suppressed; the last: Kafka client: " in line
     assert o.listener.checks == 1 + 95  # a check a second while away, never two at once
     assert o.changes == [False]
+
+
+def test_a_pods_other_workers_keep_the_state_lines_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Every core by default (issue 26): each worker of a pod tracks the same cluster, and
+    # a pod of two said "Kafka unreachable" twice. Worker 0 says it; the others track
+    # (their gauge and readiness move) and log it at DEBUG.
+    caplog.set_level(logging.DEBUG)
+    o = Outage(says_state=False)
+    o.listener.listening = False
+    o.refused(5)
+    o.tracker.tick()
+    o.advance(31, refusals_per_s=10)
+    o.listener.listening = True
+    o.advance(1)
+    assert lines(caplog) == []
+    debug = [r.getMessage() for r in caplog.records if r.name == TRACKER]
+    assert [m.split(":")[0].split(" after")[0] for m in debug] == [
+        "Kafka unreachable",
+        "Kafka still unreachable",
+        "Kafka reachable again",
+    ]
+    assert o.changes == [False, True]
 
 
 def test_one_line_when_the_listener_accepts_again(caplog: pytest.LogCaptureFixture) -> None:
