@@ -268,6 +268,7 @@ class Service:
             self.feed.waits,
             self.transactions,
             Watermarks(self.admin, self._clock_s),
+            self._clock_s,
         )
         self.control = AdminControl(
             s.kafka.group_id,

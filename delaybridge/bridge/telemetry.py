@@ -12,7 +12,8 @@ totals flow control decides on. Not thread-safe: the owner thread calls it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sized
+import time
+from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -39,6 +40,11 @@ class Load:
     """Records of every kind in the producer's queue, not yet acknowledged."""
 
 
+#: How often the stores' bytes on disk (a ``stat`` of every file of every store) are
+#: measured again: at every flush, they were a large part of an idle sidecar's CPU.
+DISK_BYTES_EVERY_S = 5.0
+
+
 class Telemetry:
     def __init__(
         self,
@@ -49,8 +55,11 @@ class Telemetry:
         replace_waits: Sized | None = None,
         transactions: Transactions | None = None,
         watermarks: Watermarks | None = None,
+        clock_s: Callable[[], float] = time.monotonic,
     ) -> None:
         self._metrics = metrics
+        self._clock_s = clock_s
+        self._disk_at_s = -DISK_BYTES_EVERY_S
         self._watermarks = watermarks
         self._tally = tally
         self._restoring = restoring
@@ -70,15 +79,20 @@ class Telemetry:
         owned = list(parts)
         if self._watermarks is not None:
             self._watermarks.refresh(p.key for p in owned)
+        now_s = self._clock_s()
+        disk = now_s - self._disk_at_s >= DISK_BYTES_EVERY_S
+        if disk:
+            self._disk_at_s = now_s
         for part in owned:
-            stats = part.store.stats()
+            stats = part.store.stats(disk=disk)
             pending += stats.pending
             backlog += part.pipeline.in_flight
             side_unacked += part.side_unacked
             for topic, n in stats.pending_by_topic.items():
                 pending_by_topic[topic] = pending_by_topic.get(topic, 0) + n
             lag_s = max(lag_s, stats.read_lag_ms / 1000)
-            m.partitions.set_store_bytes(part.topic, part.partition, stats.bytes_on_disk)
+            if disk:
+                m.partitions.set_store_bytes(part.topic, part.partition, stats.bytes_on_disk)
             m.partitions.set_role(part.topic, part.partition, part.role.value)
             if stats.rolled_total > part.rolled_seen:
                 t.rolled += stats.rolled_total - part.rolled_seen

@@ -215,7 +215,15 @@ class Changelog:
         if tick <= self._progress.get(part.key, -1):
             return
         now = self._clock.now_ms()
-        seen = dataclasses.astuple(part.store.counters)
+        c = part.store.counters
+        seen = (
+            c.appended_total,
+            c.delivered_total,
+            c.cancelled_total,
+            c.removed_total,
+            c.rolled_total,
+            c.replaced_total,
+        )
         last = self._progress_seen.get(part.key)
         if last is not None and last[0] == seen and now - last[1] < IDLE_PROGRESS_MS:
             return  # nothing left the store since the last one: only time passed

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from delaybridge.bridge.observe.metrics import Metrics
+from delaybridge.bridge.telemetry import DISK_BYTES_EVERY_S
+from delaybridge.timerlog import TimerStore
+from delaybridge.timerlog.stats import StoreStats
 from tests.fakes.transactions import TransactionalProducer
 from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
 
@@ -82,4 +87,33 @@ def test_the_consumer_lag_of_a_paused_partition_is_not_stale(tmp_path: Path) -> 
     side.turns(1, advance_ms=200)
     side.checkpoint()
     assert sample_labelled(side.service.metrics, "delaybridge_consumer_lag_messages", lag) == 37
+    side.stop()
+
+
+def test_the_stores_bytes_on_disk_are_measured_every_few_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stat of every file of every store at every flush (200 ms) was a large part of an
+    # idle sidecar's CPU (issue 26: idle ≤ 1 % of a core): every DISK_BYTES_EVERY_S now.
+    side = FakeSidecar(tmp_path)
+    side.turns(2)
+    asked: list[bool] = []
+    real = TimerStore.stats
+
+    def stats(self: TimerStore, disk: bool = True) -> StoreStats:
+        asked.append(disk)
+        return real(self, disk)
+
+    monkeypatch.setattr(TimerStore, "stats", stats)
+    flushes = int(DISK_BYTES_EVERY_S * 1000 // 200)
+    for _ in range(2 * flushes):
+        side.turns(1, advance_ms=200)
+        side.checkpoint()
+    per_flush = len(side.service.partitions.by_key)
+    assert len(asked) == 2 * flushes * per_flush
+    assert 1 <= asked.count(True) // per_flush <= 3
+    gauge = side.service.metrics.registry.get_sample_value(
+        "delaybridge_store_bytes", {"topic": DELAY, "partition": "0"}
+    )
+    assert gauge is not None and gauge > 0  # the last measure stands between two
     side.stop()

@@ -229,6 +229,7 @@ def test_bench_e2e_every_client_and_the_sidecar_child(
         tick_messages=3,
         json=tmp_path / "e2e.json",
         only=None,
+        workers=(1,),  # the fake forwarder is one process: no group to settle
     )
 
     assert run_e2e(args) == 0
