@@ -65,6 +65,9 @@ class EndOffsets:
         self._timeout_ms = timeout_ms
         self._futures: dict[TopicPartition, Future[Any]] | None = None
         self._asked_ms = 0
+        self.failures: dict[Key, str] = {}
+        """Per partition, why its last answer failed (until one does not), for the
+        lines that say what something waits for."""
 
     def ask(self, partitions: Iterable[Key], now_ms: int) -> bool:
         """Ask for the ends of ``partitions``; False when not asked: one request is still
@@ -102,10 +105,13 @@ class EndOffsets:
         ends: dict[Key, int] = {}
         stale: set[str] = set()
         for tp, future in futures.items():
+            key = (tp.topic, tp.partition)
             try:
-                ends[(tp.topic, tp.partition)] = int(future.result().offset)
+                ends[key] = int(future.result().offset)
+                self.failures.pop(key, None)
             except KafkaException as exc:
                 log.debug("%s: offsets of %s/%d: %s", self._what, tp.topic, tp.partition, exc)
+                self.failures[key] = str(exc)
                 err = exc.args[0] if exc.args else None
                 if isinstance(err, RdKafkaError) and err.code() in STALE_METADATA:
                     stale.add(tp.topic)

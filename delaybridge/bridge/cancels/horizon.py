@@ -76,6 +76,9 @@ class CancelHorizon:
         self._limit_ms = -(2**62)
         self._started_ms: int | None = None
         """When the first limit was asked: nothing was held back before."""
+        self.explain: Callable[[PartKey], str] = lambda key: ""
+        """What a partition owned here waits for (``own_horizons.py`` sets it): said in
+        the line that reports delivery going past the horizon."""
 
     @property
     def enabled(self) -> bool:
@@ -127,10 +130,17 @@ class CancelHorizon:
                     "delivering anyway; partitions holding it back: %s",
                     now_ms - (h or 0),
                     self.bound_ms,
-                    ", ".join(f"{t}/{p}" for t, p in self.behind(now_ms - self.bound_ms)),
+                    "; ".join(self._held_by(now_ms - self.bound_ms)),
                 )
             else:
                 log.info("cancel horizon back within cancel_horizon.bound_ms")
+
+    def _held_by(self, than_ms: int) -> list[str]:
+        out = []
+        for t, p in self.behind(than_ms):
+            why = self.explain((t, p))
+            out.append(f"{t}/{p} ({why})" if why else f"{t}/{p}")
+        return out
 
     def behind(self, than_ms: int) -> list[PartKey]:
         """The counted partitions whose horizon is before ``than_ms``."""

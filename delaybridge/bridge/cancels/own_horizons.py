@@ -146,6 +146,7 @@ class OwnHorizons:
         """Per partition, answered checks it is not read through yet: (t0, end), oldest
         first."""
         self._published: dict[PartKey, int] = {}
+        horizon.explain = self.explain
 
     # -- what ingest tells it ---------------------------------------------------------
 
@@ -190,6 +191,32 @@ class OwnHorizons:
         if self._check is not None:
             return True
         return any(kept[-1][0] == self._last_check_ms for kept in self._unread.values())
+
+    def explain(self, key: PartKey) -> str:
+        """What the horizon of ``key`` waits for, in words ("" when not owned here)."""
+        if key not in self._owned:
+            return ""
+        failed = self._ends_of.failures
+        if key in self._catching_up:
+            _t0, _end, cancel_ends = self._catching_up[key]
+            behind = [
+                f"{self._cancel_topic}/{c} to {e} (read to {self._feed_position(c)})"
+                for c, e in sorted(cancel_ends.items())
+                if self._feed_position(c) < e
+            ]
+            return "new here; the cancel feed to read " + ", ".join(behind)
+        if key in self._new:
+            cancels = [
+                f"{t}/{p}: {why}" for (t, p), why in failed.items() if t == self._cancel_topic
+            ]
+            why = failed.get(key) or "; ".join(cancels)
+            return "new here; its first check" + (f" failed: {why}" if why else " unanswered")
+        if key in failed:
+            return f"its last check failed: {failed[key]}"
+        kept = self._unread.get(key)
+        if kept:
+            return f"reading up to offset {kept[0][1]}"
+        return ""
 
     # -- every turn ---------------------------------------------------------------------
 

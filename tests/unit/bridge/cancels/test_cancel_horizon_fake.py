@@ -8,6 +8,7 @@ static member between SIGTERM and its return): its partitions are unread meanwhi
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 from delaybridge.bridge.cancels.own_horizons import ANSWER_WAIT_MS
 from delaybridge.bridge.flow import Direction
 from delaybridge.bridge.produce.outbox import Outbox
-from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
+from tests.unit.bridge.sidecar_kit import CANCELS, DELAY, FakeSidecar, schedule
 
 BOUND_MS = 20_000
 
@@ -284,4 +285,36 @@ def test_a_check_in_flight_is_looked_at_again_within_a_round_trip(
     side.clock.advance(ANSWER_WAIT_MS)
     assert side.service._poll_timeout_s() >= 0.005
     admin.list_offsets = real  # type: ignore[method-assign]
+    side.stop()
+
+
+def test_delivery_past_the_bound_says_what_the_horizon_waits_for(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A CI run of the frozen-broker outage test delivered everything only at the bound
+    # (60 s late), and its one line said which partitions held the horizon back, not
+    # why: an unanswered check, a failing one, or the cancel feed behind.
+    from confluent_kafka import KafkaError, KafkaException
+
+    side = FakeSidecar(tmp_path, cancel_horizon={"bound_ms": 2_000})
+    admin = side.service.admin
+    real = admin.list_offsets
+
+    def cancels_fail(offsets: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
+        answer = real({tp: s for tp, s in offsets.items() if tp.topic != CANCELS}, **kwargs)
+        for tp in offsets:
+            if tp.topic == CANCELS:
+                answer[tp] = Future()
+                error = KafkaError(KafkaError.LEADER_NOT_AVAILABLE)
+                answer[tp].set_exception(KafkaException(error))
+        return answer
+
+    admin.list_offsets = cancels_fail  # type: ignore[method-assign,assignment]
+    side.send(schedule("order", 500))
+    caplog.set_level(logging.WARNING, logger="delaybridge.bridge.cancels.horizon")
+    side.turns(40, advance_ms=200)
+    assert [h["delay-id"] for h in side.delivered()] == ["order"]  # at the bound
+    (line,) = [r.getMessage() for r in caplog.records if "delivering anyway" in r.getMessage()]
+    assert f"{DELAY}/0 (new here; its first check failed:" in line, line
+    assert "LEADER_NOT_AVAILABLE" in line or "Leader not available" in line, line
     side.stop()
