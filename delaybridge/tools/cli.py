@@ -129,13 +129,9 @@ def register(commands: Any, bench: Any) -> None:
         "--kill-down-s", type=float, default=10, help="the SIGKILLed replica's downtime"
     )
     roll.add_argument("--cancel-share", type=float, default=0.3, help="share cancelled")
-    roll.add_argument(
-        "--set",
-        type=parse_set,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a sidecar setting by its dotted path, the value in YAML "
+    _add_set(
+        roll,
+        "a sidecar setting by its dotted path, the value in YAML "
         "(e.g. store.cancel_grace_ms=2000); repeatable",
     )
     roll.add_argument(
@@ -156,17 +152,20 @@ def register(commands: Any, bench: Any) -> None:
     idle.add_argument("--partitions", type=int, default=6, help="delay-topic partitions")
     idle.add_argument("--settle-s", type=float, default=30, help="seconds before measuring")
     idle.add_argument("--measure-s", type=float, default=60, help="seconds measured")
-    idle.add_argument(
-        "--set",
-        type=parse_set,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="one more run with this sidecar setting (dotted path, YAML value), e.g. "
+    _add_set(
+        idle,
+        "one more run with this sidecar setting (dotted path, YAML value), e.g. "
         "workers=1; repeatable",
     )
     idle.add_argument("--json", type=Path, default=Path("bench-results/idle.json"))
     idle.set_defaults(handler=_idle)
+
+
+def _add_set(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--set KEY=VALUE``, repeatable: sidecar settings by dotted path (``parse_set``)."""
+    parser.add_argument(
+        "--set", type=parse_set, action="append", default=[], metavar="KEY=VALUE", help=help
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:

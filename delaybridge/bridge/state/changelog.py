@@ -60,6 +60,7 @@ from delaybridge.timerlog.changelog_record import (
     key_of,
     value_of,
 )
+from delaybridge.timerlog.stats import StoreCounters
 
 log = logging.getLogger(__name__)
 WRITE_CHUNK = 10_000  # values written behind per partition and call: no burst in flight
@@ -89,7 +90,7 @@ class Changelog:
         self._acked: dict[PartKey, int] = {}
         self._held = HeldValues(topics.settings.write_behind_max_records)
         self._progress: dict[PartKey, int] = {}
-        self._progress_seen: dict[PartKey, tuple[tuple[int, ...], int]] = {}
+        self._progress_seen: dict[PartKey, tuple[StoreCounters, int]] = {}
         """Per partition, the store's counters at its last progress record, and when."""
         self._seeding: set[PartKey] = set()
         self._behind_ms = topics.settings.write_behind_ms
@@ -215,19 +216,11 @@ class Changelog:
         if tick <= self._progress.get(part.key, -1):
             return
         now = self._clock.now_ms()
-        c = part.store.counters
-        seen = (
-            c.appended_total,
-            c.delivered_total,
-            c.cancelled_total,
-            c.removed_total,
-            c.rolled_total,
-            c.replaced_total,
-        )
+        counters = part.store.counters
         last = self._progress_seen.get(part.key)
-        if last is not None and last[0] == seen and now - last[1] < IDLE_PROGRESS_MS:
+        if last is not None and last[0] == counters and now - last[1] < IDLE_PROGRESS_MS:
             return  # nothing left the store since the last one: only time passed
-        self._progress_seen[part.key] = (seen, now)
+        self._progress_seen[part.key] = (dataclasses.replace(counters), now)
         self._progress[part.key] = tick
         topic = self.topics.topic_for(part.topic)
         on_delivery = partial(self._progress_outcome, part)

@@ -96,16 +96,7 @@ class SidecarProcess:
     def peak_rss_mb(self) -> float:
         """Peak RSS (``VmHWM``) of the sidecar, summed with its worker processes' (an
         upper bound of the pod's peak: each peaked at its own time)."""
-        total = 0.0
-        for pid in [self.proc.pid, *_children(self.proc.pid)]:
-            try:
-                status = Path(f"/proc/{pid}/status").read_text()
-            except OSError:
-                continue
-            for line in status.splitlines():
-                if line.startswith("VmHWM:"):
-                    total += int(line.split()[1]) / 1024
-        return total or float("nan")
+        return self._status_mb("VmHWM:") or float("nan")
 
     def children(self) -> list[int]:
         """The pids of its worker processes (none with ``workers: 1``)."""
@@ -113,6 +104,11 @@ class SidecarProcess:
 
     def rss_mb(self) -> float:
         """The resident memory of the sidecar and its worker processes now, summed."""
+        return self._status_mb("VmRSS:")
+
+    def _status_mb(self, field: str) -> float:
+        """A kB field of ``/proc/<pid>/status``, summed over the sidecar and its workers,
+        in MB (a process gone meanwhile counts nothing)."""
         total = 0.0
         for pid in [self.proc.pid, *self.children()]:
             try:
@@ -120,14 +116,14 @@ class SidecarProcess:
             except OSError:
                 continue
             for line in status.splitlines():
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     total += int(line.split()[1]) / 1024
         return total
 
     def cpu_seconds(self) -> float:
         """CPU time (user + system) the sidecar and its worker processes used so far."""
         total = 0
-        for pid in [self.proc.pid, *_children(self.proc.pid)]:
+        for pid in [self.proc.pid, *self.children()]:
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:

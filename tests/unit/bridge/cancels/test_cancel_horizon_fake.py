@@ -9,6 +9,7 @@ static member between SIGTERM and its return): its partitions are unread meanwhi
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,18 @@ def past_horizon(side: FakeSidecar) -> float:
         "delaybridge_deliveries_past_horizon_total"
     )
     return found or 0.0
+
+
+def unanswered(pending: list[Future[Any]]) -> Callable[..., dict[Any, Future[Any]]]:
+    """An admin's ``list_offsets`` whose answers never come (a request lost with its
+    connection, or a broker that is away); its futures are kept in ``pending``."""
+
+    def list_offsets(offsets: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
+        futures: dict[Any, Future[Any]] = {tp: Future() for tp in offsets}
+        pending.extend(futures.values())
+        return futures
+
+    return list_offsets
 
 
 def pair(tmp_path: Path, **overrides: Any) -> tuple[FakeSidecar, FakeSidecar]:
@@ -172,13 +185,7 @@ def test_a_check_that_is_never_answered_is_asked_again(tmp_path: Path) -> None:
     admin = side.service.admin
     real = admin.list_offsets
     pending: list[Future[Any]] = []
-
-    def never(offsets: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
-        futures: dict[Any, Future[Any]] = {tp: Future() for tp in offsets}
-        pending.extend(futures.values())
-        return futures
-
-    admin.list_offsets = never  # type: ignore[method-assign,assignment]
+    admin.list_offsets = unanswered(pending)  # type: ignore[method-assign]
     side.send(schedule("order", 1_000))
     side.turns(5, advance_ms=200)
     assert pending and side.delivered() == []  # the horizon waits for an answer
@@ -266,15 +273,10 @@ def test_a_check_in_flight_is_looked_at_again_within_a_round_trip(
     real = admin.list_offsets
     pending: list[Future[Any]] = []
 
-    def unanswered(offsets: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
-        futures: dict[Any, Future[Any]] = {tp: Future() for tp in offsets}
-        pending.extend(futures.values())
-        return futures
-
     side.send(schedule("order", 1_000))
     side.turns(9, advance_ms=100)  # stored, and due at the next turn
     assert side.delivered() == []
-    admin.list_offsets = unanswered  # type: ignore[method-assign,assignment]
+    admin.list_offsets = unanswered(pending)  # type: ignore[method-assign]
     side.turns(1, advance_ms=100)  # due: an urgent check goes out, its answer pending
     assert pending and side.delivered() == []
     if writes_in_flight:
