@@ -14,6 +14,7 @@ Shared by the sidecar (``delaybridge.bridge``) and the reconciliation job
 - ``timing``: parsers of integers, RFC 3339 times, durations and delay levels;
 - ``rules``: what classify needs from the settings (:class:`HeaderRules`), target checks;
 - ``series``: recurring schedules (cron, fixed rate, their end, their stored state);
+- ``jitter``: ``delay-jitter``, a herd spread after its due time by a hash of each id;
 - ``reasons``: the stable dead-letter reason codes (:class:`Reason`);
 - ``dead_letters``: the headers of a dead-lettered record, and how it is shrunk.
 """

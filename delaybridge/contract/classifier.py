@@ -39,6 +39,7 @@ from delaybridge.contract.due import (
     delay_base_ms,
     due_ms,
 )
+from delaybridge.contract.jitter import jitter_ms, spread_ms
 from delaybridge.contract.reasons import Reason
 from delaybridge.contract.rules import HeaderRules, Rejection
 from delaybridge.contract.series import Series, recurrence, state_header
@@ -52,6 +53,7 @@ _READ: Final = names.CONTROL_HEADERS | {names.RMQ_UNIQ_KEY}
 _RECURRENCE: Final = names.RECURRENCE_HEADERS
 DELAY_CANCEL: Final = names.DELAY_CANCEL
 DELAY_ID: Final = names.DELAY_ID
+DELAY_JITTER: Final = names.DELAY_JITTER
 ETF1_EPOCH: Final = names.ETF1_EPOCH
 ETF1_TARGET_KEY: Final = names.ETF1_TARGET_KEY
 ETF1_TARGET_TOPIC: Final = names.ETF1_TARGET_TOPIC
@@ -155,6 +157,11 @@ def _decide(
     out_key = found[ETF1_TARGET_KEY].encode() if ETF1_TARGET_KEY in found else key
     default_id = f"{topic}-{partition}-{offset}"  # a record's id, and what it may replace
     id = _checked_id(_message_id(key, found, default_id), DELAY_ID)
+    if DELAY_JITTER in found:  # contract/jitter.py: later by a hash of the id, never earlier
+        if series is not None:
+            detail = f"header {DELAY_JITTER} spreads one-off schedules, not a recurring one"
+            raise Rejection(Reason.BAD_RECURRENCE, detail)
+        due += spread_ms(id, jitter_ms(found[DELAY_JITTER], due - base, rules))
     kept = _stored_headers(headers, series)
     replace = _replaces(found) and id != default_id
     if timer:  # built without the named tuples' Python-level __new__

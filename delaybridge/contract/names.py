@@ -28,6 +28,7 @@ DELAY_TIMEZONE = "delay-timezone"
 DELAY_EVERY = "delay-every"
 DELAY_UNTIL = "delay-until"
 DELAY_COUNT = "delay-count"
+DELAY_JITTER = "delay-jitter"
 ETF1_EPOCH = "scheduler-epoch"
 ETF1_TARGET_TOPIC = "scheduler-target-topic"
 ETF1_TARGET_KEY = "scheduler-target-key"
@@ -68,6 +69,7 @@ CONTROL_HEADERS = frozenset(
         DELAY_EVERY,
         DELAY_UNTIL,
         DELAY_COUNT,
+        DELAY_JITTER,
         OUT_OCCURRENCE,
     }
 )

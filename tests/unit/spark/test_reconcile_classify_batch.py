@@ -6,6 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from delaybridge.contract.jitter import spread_ms
 from delaybridge.contract.rules import HeaderRules
 from delaybridge.settings import DEFAULT_DELAY_LEVELS
 from delaybridge.spark.decisions import Kind, batch_classifier, classify_batch
@@ -107,3 +108,13 @@ def test_a_series_lists_its_occurrences_due_up_to_the_horizon() -> None:
     assert [o["k"] for o in out[1]["occurrences"]] == [1, 2]  # delay-count
     first_only = classify_batch(batch, RULES, horizon_ms=0).to_pylist()
     assert first_only[0]["occurrences"] == [{"k": 1, "due_ms": 1_002_000}]  # at least one
+
+
+def test_a_jittered_schedule_is_owed_at_its_jittered_due_time() -> None:
+    # The job owes a message when the sidecar scheduled it: the asked time plus the id's
+    # offset (contract/jitter.py), never the asked time alone.
+    headers = [("delay-target-topic", b"orders"), ("delay-ms", b"500"), ("delay-id", b"j1")]
+    out = classify_batch(_batch([{"headers": [*headers, ("delay-jitter", b"1h")]}]), RULES)
+    (row,) = out.to_pylist()
+    assert row["kind"] == Kind.SCHEDULE
+    assert row["due_ms"] == 1_000_500 + spread_ms("j1", 3_600_000) > 1_000_500
