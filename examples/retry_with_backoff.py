@@ -23,7 +23,7 @@ import argparse
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
@@ -49,6 +49,16 @@ def consumer_for(bootstrap: str, topic: str, group: str) -> Consumer:
     return consumer
 
 
+def records(
+    consumer: Consumer, policy: RetryPolicy, done: Callable[[], bool]
+) -> Iterator[tuple[Message, int]]:
+    """The consumed records until ``done()``, each with the attempt it is in."""
+    while not done():
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            yield msg, attempt_of(msg, policy)
+
+
 def consume_with_retries(
     bootstrap: str,
     topic: str,
@@ -63,11 +73,7 @@ def consume_with_retries(
     consumer = consumer_for(bootstrap, topic, group)
     try:
         with DelayClient.connect(bootstrap, delay_topic) as client:
-            while not done():
-                msg = consumer.poll(0.2)
-                if msg is None or msg.error() is not None:
-                    continue
-                attempt = attempt_of(msg, policy)
+            for msg, attempt in records(consumer, policy, done):
                 try:
                     handle(msg, attempt)
                 except Exception as exc:
@@ -95,11 +101,7 @@ def consume_with_retries_in_transactions(
     producer.init_transactions()
     client = DelayClient(producer, delay_topic)
     try:
-        while not done():
-            msg = consumer.poll(0.2)
-            if msg is None or msg.error() is not None:
-                continue
-            attempt = attempt_of(msg, policy)
+        for msg, attempt in records(consumer, policy, done):
             producer.begin_transaction()
             try:
                 handle(msg, attempt)
