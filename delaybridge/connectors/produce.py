@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 
 from delaybridge.connectors.edge import ProducerEdge
 from delaybridge.connectors.errors import ProduceError, from_error, wrap
@@ -94,7 +94,7 @@ def try_produce(
 
 
 def produce_blocking(
-    producer: Producer,
+    producer: ProducerEdge,
     topic: str,
     value: bytes | str | None,
     key: bytes | str | None = None,
@@ -134,7 +134,7 @@ def produce_blocking(
 
 
 def produce_and_wait(
-    producer: Producer,
+    producer: ProducerEdge,
     topic: str,
     value: bytes | str | None,
     key: bytes | str | None = None,

@@ -34,5 +34,17 @@ class Reason(StrEnum):
     """The stored copy failed its CRC when read for delivery: what could be read of it
     (id, target, key, headers, origin; never the value) is dead-lettered, and the
     detail names the file and offset (``timerlog/quarantine.py``)."""
+    RETRIES_EXHAUSTED = "retries-exhausted"
+    """Written by a consumer, not by the sidecar: ``delaybridge.client``'s ``retry_later``
+    dead-letters a record whose last attempt failed (``RetryPolicy.max_attempts``); the
+    detail says which attempt of how many, and the consumer's error."""
     INTERNAL_ERROR = "internal-error"
     """Handling the record raised something unexpected (a bug): it is kept, not lost."""
+
+
+#: Reasons only a client writes (``delaybridge.client``): the sidecar's metrics leave
+#: them out (it never counts one), the dead-letter topic's readers show them.
+CLIENT_REASONS = frozenset({Reason.RETRIES_EXHAUSTED})
+#: The reasons the sidecar dead-letters with: each a ``delaybridge_dead_lettered_total``
+#: series from the first scrape.
+SIDECAR_REASONS = tuple(reason for reason in Reason if reason not in CLIENT_REASONS)

@@ -27,8 +27,8 @@ from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.table import Table
 
-from delaybridge.bridge.cli.send import send_cancel
 from delaybridge.bridge.service import Service
+from delaybridge.client import DelayClient
 from delaybridge.connectors import KafkaClients, ensure_topics, header_text, produce_blocking
 from delaybridge.contract.names import OUT_DUE_MS, OUT_ERROR, OUT_ID, OUT_OCCURRENCE
 from delaybridge.errors import DelayBridgeError
@@ -131,7 +131,8 @@ def _with_broker(console: Console, settings: Settings, work_dir: Path, report: b
         time.monotonic() < deadline
     ):
         if not cancelled and time.time() * 1000 >= sent_ms + CANCEL_AFTER_MS:
-            send_cancel(settings.kafka, DELAY_TOPIC, CANCELLED)
+            with DelayClient.connect(settings.kafka, DELAY_TOPIC) as client:
+                client.cancel(CANCELLED)
             console.print(f"  [yellow]cancelled {CANCELLED}[/yellow]")
             again = rescheduled()
             produce_blocking(

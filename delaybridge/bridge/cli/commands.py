@@ -3,11 +3,14 @@
 delaybridge run [--config FILE]
 delaybridge send --to orders --delay 30s [--config FILE] [--topic delay] [--key K] [--id ID] VALUE
 delaybridge send --to orders --at 2026-11-22T08:00:00+01:00 VALUE
+delaybridge send --to reminders --cron "0 8 * * *" --tz Europe/Paris [--until T | --count N] VALUE
+delaybridge send --to reminders --every 1h30m [--at T] [--until T | --count N] VALUE
 delaybridge cancel [--config FILE] [--topic delay] [--to orders] ID
 delaybridge status [--url http://127.0.0.1:8080] [--token T]
 delaybridge pending list|stats (--url URL ... | --service NAME:PORT)   # see pending_cli
 
-``send`` and ``cancel`` read the same settings as ``run`` (the file, then ``DELAYBRIDGE_*``
+``send`` and ``cancel`` go through :mod:`delaybridge.client` (``cli/send.py``), and read
+the same settings as ``run`` (the file, then ``DELAYBRIDGE_*``
 variables), so they reach the cluster as the sidecar does: TLS and SASL from
 ``kafka.client`` included. ``--bootstrap`` and ``--topic`` override the settings.
 """
@@ -40,11 +43,28 @@ def register(commands: Any, bench: Any) -> None:
     send = commands.add_parser("send", help="produce one delayed message to a delay topic")
     _kafka_options(send)
     send.add_argument("--to", required=True, help="target topic (delay-target-topic)")
-    when = send.add_mutually_exclusive_group(required=True)
+    when = send.add_mutually_exclusive_group()
     when.add_argument("--delay", help="relative delay: 500ms, 30s, 5m, 2h, 1d")
-    when.add_argument("--at", help="absolute due time, RFC 3339 (2026-11-22T08:00:00Z)")
+    when.add_argument(
+        "--at",
+        help="absolute due time, RFC 3339 (2026-11-22T08:00:00Z); with --cron or "
+        "--every: the first occurrence",
+    )
+    series = send.add_mutually_exclusive_group()
+    series.add_argument("--cron", help="recurring: a 5-field cron expression or @daily, @hourly")
+    series.add_argument("--every", help="recurring at a fixed rate: 2s, 5m, 1h30m (at least 1s)")
+    send.add_argument("--tz", help="IANA time zone of --cron (default UTC): Europe/Paris")
+    end = send.add_mutually_exclusive_group()
+    end.add_argument("--until", help="a series' last due time, RFC 3339 (inclusive)")
+    end.add_argument("--count", type=int, help="a series' number of occurrences (>= 1)")
     send.add_argument("--key", help="record key (decides the target partition)")
     send.add_argument("--id", help="delay-id, for cancel and de-duplication")
+    send.add_argument(
+        "--on-duplicate",
+        choices=["replace", "keep"],
+        help="with --id: replace a pending message with the same id and target (the "
+        "default), or keep both",
+    )
     send.add_argument("--header", action="append", default=[], metavar="NAME=VALUE")
     send.add_argument("value", help="record value (UTF-8)")
     send.set_defaults(handler=_send)
@@ -145,35 +165,19 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _send(args: argparse.Namespace) -> int:
-    from delaybridge.bridge.cli.send import send_delayed
+    from delaybridge.bridge.cli import send
 
     kafka, topic = _kafka_target(args)
-    headers = []
-    for item in args.header:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise DelayBridgeError(f"--header {item!r}: expected NAME=VALUE")
-        headers.append((name, value))
-    ref = send_delayed(
-        kafka,
-        topic,
-        args.to,
-        args.value.encode(),
-        key=None if args.key is None else args.key.encode(),
-        delay=args.delay,
-        at=args.at,
-        id=args.id,
-        extra_headers=headers,
-    )
+    ref = send.send(kafka, topic, args)
     print(f"sent to {ref}")
     return 0
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from delaybridge.bridge.cli.send import send_cancel
+    from delaybridge.bridge.cli import send
 
     kafka, topic = _kafka_target(args)
-    ref = send_cancel(kafka, topic, args.id, target_topic=args.to)
+    ref = send.cancel(kafka, topic, args)
     print(f"cancel for {args.id!r} sent to {ref}")
     return 0
 

@@ -1,71 +1,97 @@
-"""Producing delayed messages and cancels, as any producer would (native headers)."""
+"""``delaybridge send`` and ``cancel``: command-line text into :mod:`delaybridge.client` calls.
+
+The client writes the headers and checks them (``docs/client.md``); this module only
+parses the options' text (durations, RFC 3339 times) into the client's typed arguments
+and says which option is at fault when the client refuses one.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import argparse
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
-from delaybridge.connectors import KafkaClients, KafkaSettings, RecordRef, produce_and_wait
-from delaybridge.contract.names import (
-    DELAY_CANCEL,
-    DELAY_ID,
-    DELAY_MS,
-    DELIVER_AT,
-    TARGET_TOPIC,
+from delaybridge.client import ClientArgumentError, DelayClient
+from delaybridge.connectors import KafkaSettings, RecordRef
+from delaybridge.contract.timing import (
+    TimeFormatError,
+    parse_duration_ms,
+    parse_interval_ms,
+    parse_rfc3339_ms,
 )
-from delaybridge.contract.timing import TimeFormatError, parse_duration_ms, parse_rfc3339_ms
 from delaybridge.errors import DelayBridgeError
 
-Headers = list[tuple[str, str | bytes | None]]
+#: The option behind each argument of the client's calls.
+OPTION_OF = {
+    "target": "--to",
+    "value": "VALUE",
+    "headers": "--header",
+    "on_duplicate": "--on-duplicate",
+}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+T = TypeVar("T")
 
 
-def _produce_one(
-    kafka: KafkaSettings,
-    topic: str,
-    value: bytes | None,
-    key: bytes | None,
-    headers: Headers,
-    timeout_s: float = 30.0,
-) -> RecordRef:
-    # librdkafka gives up on the record when we do, so a timeout never delivers it late.
-    producer = KafkaClients(kafka).producer({"message.timeout.ms": int(timeout_s * 1000)})
-    return produce_and_wait(producer, topic, value, key, headers=headers, timeout_s=timeout_s + 1)
+def send(kafka: KafkaSettings, delay_topic: str, args: argparse.Namespace) -> RecordRef:
+    """Schedule the message ``args`` describe (``delaybridge send``); where it landed."""
+    headers = []
+    for item in args.header:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise DelayBridgeError(f"--header {item!r}: expected NAME=VALUE")
+        headers.append((name, value))
+    with DelayClient.connect(kafka, delay_topic) as client:
+        return _as_options(
+            lambda: client.schedule(
+                args.to,
+                args.value.encode(),
+                key=None if args.key is None else args.key.encode(),
+                headers=headers,
+                delay=_parsed("--delay", args.delay, _duration),
+                at=_parsed("--at", args.at, _instant),
+                cron=args.cron,
+                tz=args.tz,
+                every=_parsed("--every", args.every, _interval),
+                until=_parsed("--until", args.until, _instant),
+                count=args.count,
+                id=args.id,
+                on_duplicate=args.on_duplicate,
+            )
+        )
 
 
-def send_delayed(
-    kafka: KafkaSettings,
-    delay_topic: str,
-    target_topic: str,
-    value: bytes | None,
-    *,
-    key: bytes | None = None,
-    delay: str | None = None,
-    at: str | None = None,
-    id: str | None = None,
-    extra_headers: Sequence[tuple[str, str]] = (),
-) -> RecordRef:
-    """Produce one delayed message (the cluster's client settings apply); where it landed."""
-    headers: Headers = [(TARGET_TOPIC, target_topic)]
+def cancel(kafka: KafkaSettings, delay_topic: str, args: argparse.Namespace) -> RecordRef:
+    """Cancel the pending messages with ``args.id`` (``delaybridge cancel``)."""
+    with DelayClient.connect(kafka, delay_topic) as client:
+        return _as_options(lambda: client.cancel(args.id, target=args.to))
+
+
+def _as_options(call: Callable[[], RecordRef]) -> RecordRef:
+    """``call()``, its argument errors told in the command's option names."""
     try:
-        if delay is not None:
-            headers.append((DELAY_MS, str(parse_duration_ms(delay))))
-        elif at is not None:
-            parse_rfc3339_ms(at)  # fail here, not in the dead-letter topic
-            headers.append((DELIVER_AT, at))
-        else:
-            raise DelayBridgeError("give a delay or an absolute time")
+        return call()
+    except ClientArgumentError as exc:
+        names = [OPTION_OF.get(a, f"--{a}") for a in exc.argument.split("/")]
+        raise DelayBridgeError(f"{'/'.join(names)}: {exc.problem}") from exc
+
+
+def _parsed(option: str, text: str | None, parse: Callable[[str], T]) -> T | None:
+    if text is None:
+        return None
+    try:
+        return parse(text)
     except TimeFormatError as exc:
-        raise DelayBridgeError(str(exc)) from exc
-    if id is not None:
-        headers.append((DELAY_ID, id))
-    headers.extend(extra_headers)
-    return _produce_one(kafka, delay_topic, value, key, headers)
+        raise DelayBridgeError(f"{option}: {exc}") from exc
 
 
-def send_cancel(
-    kafka: KafkaSettings, delay_topic: str, id: str, *, target_topic: str | None = None
-) -> RecordRef:
-    """Produce a cancel for ``id``; any partition of the delay topic will do."""
-    headers: Headers = [(DELAY_CANCEL, id)]
-    if target_topic:
-        headers.append((TARGET_TOPIC, target_topic))
-    return _produce_one(kafka, delay_topic, b"", id.encode(), headers)
+def _duration(text: str) -> timedelta:
+    return timedelta(milliseconds=parse_duration_ms(text))
+
+
+def _interval(text: str) -> timedelta:
+    return timedelta(milliseconds=parse_interval_ms(text))
+
+
+def _instant(text: str) -> datetime:
+    return _EPOCH + timedelta(milliseconds=parse_rfc3339_ms(text))

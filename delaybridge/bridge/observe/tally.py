@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, overload
 
 from delaybridge.bridge.observe.labels import DELAY_TOPIC, TARGET_TOPIC, Label
-from delaybridge.contract.reasons import Reason
+from delaybridge.contract.reasons import SIDECAR_REASONS, Reason
 
 _DECLARATION = "counter"
 """The key of a declared field's metadata that holds its :class:`CounterDeclaration`."""
@@ -103,7 +103,7 @@ class Tally:
         "Records sent to the dead-letter topic.",
         # Every code visible at 0 from the first scrape: an alert on a reason's rate
         # then has a series before the first record of that reason arrives.
-        Label("reason", values=tuple(reason.value for reason in Reason)),
+        Label("reason", values=tuple(reason.value for reason in SIDECAR_REASONS)),
     )
     rolled: int = counted(
         "delaybridge_rolled",

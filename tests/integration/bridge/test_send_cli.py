@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,9 @@ def test_bootstrap_and_topic_options_override_the_settings(
     monkeypatch.setenv("DELAYBRIDGE_CONFIG", str(config))
     argv = ["send", "--bootstrap", kafka.bootstrap_servers, "--topic", delay, "--to", "o"]
 
-    assert cli.main([*argv, "--at", "2030-01-01T00:00:00Z", "v"]) == 0
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)
+    assert cli.main([*argv, "--at", at.isoformat(), "v"]) == 0
 
     (msg,) = kafka.consume(delay, 1)
-    assert ("deliver-at", b"2030-01-01T00:00:00Z") in msg.headers()
+    # The client writes epoch ms (and refuses a time past the sidecar's max_delay_ms).
+    assert ("deliver-at-ms", b"%d" % (at.timestamp() * 1000)) in msg.headers()

@@ -31,8 +31,8 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from delaybridge.bridge.cli.send import send_cancel
 from delaybridge.bridge.http.server import HttpServer
+from delaybridge.client import DelayClient
 from tests.integration.chart_config import helm_binary
 from tests.integration.monitoring.assets import (
     alert_queries,
@@ -224,7 +224,8 @@ def test_every_dashboard_and_alert_query_runs_on_real_prometheus(
             interval_s=0.2,
         )
         send_load(kafka.bootstrap_servers, topics)
-        send_cancel(sidecar.service.settings.kafka, topics.delay, "cxl-1")
+        with DelayClient.connect(sidecar.service.settings.kafka, topics.delay) as client:
+            client.cancel("cxl-1")
         watcher.until(
             lambda arrivals: len(arrivals) >= MESSAGES + 2, 60, "deliveries and dead letters"
         )

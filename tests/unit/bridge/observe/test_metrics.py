@@ -14,7 +14,7 @@ from delaybridge.bridge.observe.labels import OTHER, LabelBudget
 from delaybridge.bridge.observe.lateness import LATENESS_BUCKETS_S
 from delaybridge.bridge.observe.metrics import Metrics
 from delaybridge.bridge.observe.tally import Tally
-from delaybridge.contract.reasons import Reason
+from delaybridge.contract.reasons import SIDECAR_REASONS, Reason
 
 LATENESS = "delaybridge_delivery_lateness_seconds"
 
@@ -51,8 +51,10 @@ def test_counters_take_a_batch_count(m: Metrics) -> None:
 
 
 def test_every_dead_letter_reason_is_exported_from_the_start(m: Metrics) -> None:
-    for reason in Reason:
+    for reason in SIDECAR_REASONS:
         assert value(m, "delaybridge_dead_lettered_total", reason=reason.value) == 0
+    # A client's reason (retry_later's retries-exhausted) is never the sidecar's count.
+    assert value(m, "delaybridge_dead_lettered_total", reason="retries-exhausted") is None
 
 
 def test_lateness_buckets_are_le_inclusive_and_cumulative(m: Metrics) -> None:
