@@ -30,15 +30,17 @@ class ArrivalLog:
     """Collects :class:`Delivered` records from ``topics`` until :meth:`close`."""
 
     def __init__(self, clients: KafkaClients, topics: list[str]) -> None:
+        self._clients = clients
         self._consumer = clients.reader(READER_CONFIG)
         listing = self._consumer.list_topics(timeout=30).topics
-        self._consumer.assign(
-            [
-                TopicPartition(topic, p, OFFSET_BEGINNING)
-                for topic in topics
-                for p in sorted(listing[topic].partitions)
-            ]
-        )
+        self._next: dict[tuple[str, int], int] = {
+            (topic, p): OFFSET_BEGINNING
+            for topic in topics
+            for p in sorted(listing[topic].partitions)
+        }
+        """Per target partition, the next offset to read (kept for :meth:`reopen`)."""
+        self._consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._next.items()])
+        self._reopen = threading.Event()
         self._lock = threading.Lock()
         self._records: list[Delivered] = []
         self._last_ms = _now_ms()
@@ -66,14 +68,34 @@ class ArrivalLog:
         with self._lock:
             return _now_ms() - self._last_ms
 
+    def reopen(self) -> None:
+        """Read on with a new consumer from where this one stands, once Kafka is back
+        after an outage: a librdkafka consumer that lived through a broker frozen for
+        longer than its request timeouts was seen to read nothing more afterwards
+        (test_kafka_outage, frozen), while the target topics held every delivery. The
+        reader is the test's eyes, not the system under test: it must not go blind."""
+        self._reopen.set()
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(30)
         self._consumer.close()
 
+    def _renew(self) -> None:
+        self._reopen.clear()
+        self._consumer.close()
+        self._consumer = self._clients.reader(READER_CONFIG)
+        self._consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._next.items()])
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            if self._reopen.is_set():
+                self._renew()
             batch = self._consumer.consume(500, timeout=0.05)
+            for msg in batch:
+                if msg.error() is None:
+                    where = (msg.topic() or "", msg.partition() or 0)
+                    self._next[where] = max(self._next.get(where, 0), (msg.offset() or 0) + 1)
             seen_ms = _now_ms()
             found = [d for msg in batch if (d := self._delivered(msg, seen_ms)) is not None]
             with self._lock:

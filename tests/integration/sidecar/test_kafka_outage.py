@@ -172,6 +172,7 @@ def test_kafka_away_longer_than_the_session_loses_nothing_and_repeats_almost_not
         scheduled = _send(bootstrap, topics)
         wait_until(lambda: len(arrivals) >= 20, 30, "deliveries flowing before the outage")
         outage.run(_local(own_broker), side)
+        arrivals.reopen()  # the test's own reader, fresh: see ArrivalLog.reopen
         owed = {s.id for s in scheduled if s.owed}
         last_due_ms = max(s.due_ms for s in scheduled)
 
