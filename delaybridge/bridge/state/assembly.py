@@ -19,7 +19,7 @@ from delaybridge.bridge.state.restore_hook import RestoreHook
 from delaybridge.bridge.state.restorer import CONSUMER_SETTINGS, Restorer
 from delaybridge.bridge.state.standby import GroupView, Standbys
 from delaybridge.bridge.state.topics import ChangelogTopics
-from delaybridge.connectors.edge import AdminEdge, ClientFactory
+from delaybridge.connectors.edge import AdminEdge, ClientFactory, ConsumerEdge
 from delaybridge.settings import Settings
 from delaybridge.timerlog import Clock, StoreSettings
 
@@ -52,7 +52,11 @@ def build(
 
     def reader(purpose: str) -> Restorer:
         overrides = {"group.id": f"{group}.{purpose}", **CONSUMER_SETTINGS}
-        return Restorer(clients.consumer(overrides, group=False), cl.restore_batch_records)
+
+        def new_consumer() -> ConsumerEdge:
+            return clients.consumer(overrides, group=False)
+
+        return Restorer(new_consumer(), cl.restore_batch_records, new_consumer)
 
     restoring = RestoreHook(changelog, reader("restore"), admin, flow)
     standbys = None

@@ -32,9 +32,13 @@ from delaybridge.bridge.state.changelog import Changelog
 from delaybridge.bridge.state.restorer import Restorer, RestoreTask, plan
 from delaybridge.bridge.state.seeding import reseed, seed
 from delaybridge.connectors.edge import AdminEdge, ConsumerEdge
+from delaybridge.errors import KafkaError
 from delaybridge.timerlog import TimerStore
 
 log = logging.getLogger(__name__)
+#: How long the first ask for a changelog partition's offsets may take before it is asked
+#: again on a new changelog consumer (``Restorer.renew``); the second ask has 30 s.
+FIRST_ASK_S = 10.0
 
 
 class RestoreHook:
@@ -74,7 +78,12 @@ class RestoreHook:
         if marks.changelog_seeding:  # a seed that did not finish: its local copy is the truth
             seed(self.changelog, part)
             return False
-        task = plan(part, self.restorer.consumer, topic)
+        try:
+            task = plan(part, self.restorer.consumer, topic, FIRST_ASK_S)
+        except KafkaError as exc:
+            log.warning("%s: %s; asking again on a new changelog consumer", part.name, exc)
+            self.restorer.renew()
+            task = plan(part, self.restorer.consumer, topic)
         if task is None:
             if marks.changelog is None and part.store.stats().pending:
                 seed(self.changelog, part)

@@ -43,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,12 +153,17 @@ def _id_of(msg: Message) -> str:
     return ""
 
 
-def plan(part: PartitionState, changelog: ConsumerEdge, topic: str) -> RestoreTask | None:
-    """What restoring ``part`` takes (rules 1-4 of the module docstring), or None."""
+def plan(
+    part: PartitionState, changelog: ConsumerEdge, topic: str, timeout_s: float = 30.0
+) -> RestoreTask | None:
+    """What restoring ``part`` takes (rules 1-4 of the module docstring), or None;
+    raises :class:`~delaybridge.errors.KafkaError` when the changelog's offsets are not
+    answered within ``timeout_s``."""
     tp = TopicPartition(topic, part.partition)
     low, high = while_electing(
-        lambda: changelog.get_watermark_offsets(tp, timeout=30),
+        lambda: changelog.get_watermark_offsets(tp, timeout=timeout_s),
         f"changelog {tp.topic}/{tp.partition} offsets",
+        timeout_s,
     )
     mark = part.store.marks.changelog
     if mark is not None and mark + 1 >= low:
@@ -216,10 +222,32 @@ def _not_held(task: RestoreTask) -> list[bytes]:
 class Restorer:
     """Runs every restoring partition's task through one changelog consumer."""
 
-    def __init__(self, consumer: ConsumerEdge, buffer_records: int) -> None:
+    def __init__(
+        self,
+        consumer: ConsumerEdge,
+        buffer_records: int,
+        new_consumer: Callable[[], ConsumerEdge] | None = None,
+    ) -> None:
+        """``new_consumer``: makes another changelog consumer like ``consumer``, for
+        :meth:`renew`."""
         self.consumer = consumer
         self._buffer = buffer_records
+        self._new_consumer = new_consumer
         self.tasks: dict[PartKey, RestoreTask] = {}
+
+    def renew(self) -> None:
+        """Go on with a new changelog consumer, every task from where it stands. A
+        librdkafka consumer that lived through a broker frozen for longer than its
+        request timeouts was seen unable to find a changelog partition's leader again
+        (``_UNKNOWN_PARTITION`` after 30 s), while a new one found it at once."""
+        if self._new_consumer is None:
+            return
+        try:
+            self.consumer.close()
+        except KafkaException as exc:
+            log.debug("closing the changelog consumer: %s", exc)
+        self.consumer = self._new_consumer()
+        self._assign()
 
     def start(self, task: RestoreTask) -> None:
         self.tasks[task.part.key] = task

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
 from tests.unit.bridge.state.changelog_kit import pending_ids
@@ -86,6 +89,33 @@ def test_a_replica_that_lost_its_disk_restores_everything_pending(tmp_path: Path
     assert sorted(ids) == sorted(
         [f"soon{i}" for i in range(10)] + [f"later{i}" for i in range(5, 50)]
     )
+    b.stop()
+
+
+def test_a_changelog_consumer_that_cannot_find_a_partition_is_replaced(tmp_path: Path) -> None:
+    """After a broker frozen for 45 s, the restore consumer's offsets query for one
+    changelog partition blocked 30 s and failed with ``_UNKNOWN_PARTITION``: the worker
+    process ended (exit 2), and the supervisor's restart, with new clients, restored
+    the partition. Now the restore asks again on a new changelog consumer, and the
+    worker stays up."""
+    a = FakeSidecar(tmp_path / "a")
+    for i in range(20):
+        a.send(schedule(f"later{i}", 600_000), partition=i % 2)
+    a.turns(3)
+    a.stop()
+    b = FakeSidecar(tmp_path / "b", clock=a.clock, cluster=a.cluster)
+    restoring = b.service.partitions.restoring
+    assert restoring is not None
+    stuck = restoring.restorer.consumer
+
+    def unknown(partition: TopicPartition, timeout: float = -1, cached: bool = False) -> Any:
+        raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+
+    stuck.get_watermark_offsets = unknown  # type: ignore[method-assign]
+    b.turns(4)
+    assert restoring.restorer.consumer is not stuck
+    assert all(p.role.value == "active" for p in b.service.partitions)
+    assert pending_ids(b) == {f"later{i}" for i in range(20)}
     b.stop()
 
 
