@@ -130,6 +130,7 @@ class DelayClient:
         every: timedelta | None = None,
         until: datetime | None = None,
         count: int | None = None,
+        jitter: timedelta | None = None,
         id: str | None = None,
         on_duplicate: OnDuplicate | None = None,
         partition: int | None = None,
@@ -141,13 +142,15 @@ class DelayClient:
         or a series, ``cron`` (5 fields or ``@daily``...; in ``tz``, an IANA zone, default
         UTC) or ``every`` (at least 1 s), ending at ``until`` (inclusive) or after
         ``count`` occurrences; with ``delay``/``at`` as well, that is the first
-        occurrence. ``id``: for cancel and reschedule (default: the record's
-        coordinates); a pending message with the same id and target is replaced unless
-        ``on_duplicate="keep"``. ``partition``: the target partition (default: the key
-        decides, as a Java producer's would). Raises :class:`ClientArgumentError` naming
-        the argument at fault.
+        occurrence. ``jitter``: a one-off is due up to this long after that time, by a
+        hash of its id (``delay-jitter``: never earlier, the same on a replay). ``id``:
+        for cancel and reschedule (default: the record's coordinates); a pending
+        message with the same id and target is replaced unless ``on_duplicate="keep"``.
+        ``partition``: the target partition (default: the key decides, as a Java
+        producer's would). Raises :class:`ClientArgumentError` naming the argument at
+        fault.
         """
-        when = When(delay, at, cron, tz, every, until, count)
+        when = When(delay, at, cron, tz, every, until, count, jitter)
         return self._schedule(target, value, when, key, headers, id, on_duplicate, partition)
 
     def reschedule(
@@ -165,6 +168,7 @@ class DelayClient:
         every: timedelta | None = None,
         until: datetime | None = None,
         count: int | None = None,
+        jitter: timedelta | None = None,
         partition: int | None = None,
     ) -> RecordRef:
         """Move the pending message ``id`` bound for ``target``: a schedule with the same
@@ -177,7 +181,7 @@ class DelayClient:
         rescheduled the same way: the new series replaces it. The target must be the
         same: a replace only takes messages bound for its own target.
         """
-        when = When(delay, at, cron, tz, every, until, count)
+        when = When(delay, at, cron, tz, every, until, count, jitter)
         return self._schedule(target, value, when, key, headers, id, "replace", partition)
 
     def cancel(self, id: str, *, target: str | None = None) -> RecordRef:

@@ -55,6 +55,7 @@ from delaybridge.contract.names import (
     DELAY_CRON,
     DELAY_EVERY,
     DELAY_ID,
+    DELAY_JITTER,
     DELAY_MS,
     DELAY_TIMEZONE,
     DELAY_UNTIL,
@@ -79,6 +80,7 @@ ARGUMENT_OF = {
     DELAY_EVERY: "every",
     DELAY_UNTIL: "until",
     DELAY_COUNT: "count",
+    DELAY_JITTER: "jitter",
     DELAY_ID: "id",
     ON_DUPLICATE: "on_duplicate",
     DELAY_CANCEL: "id",
@@ -113,6 +115,8 @@ class When:
     every: timedelta | None = None
     until: datetime | None = None
     count: int | None = None
+    jitter: timedelta | None = None
+    """Spread after the due time by a hash of the id (``delay-jitter``; one-off only)."""
 
     def headers(self) -> Headers:
         """The timing and recurrence headers; raises :class:`ClientArgumentError`."""
@@ -152,6 +156,10 @@ class When:
             out.append((DELAY_UNTIL, str(until_ms)))
         if self.count is not None:
             out.append((DELAY_COUNT, str(positive_int("count", self.count, MAX_COUNT))))
+        if self.jitter is not None:
+            if recurring:
+                raise ClientArgumentError("jitter", "spreads one-off schedules, not a series")
+            out.append((DELAY_JITTER, str(duration_ms("jitter", self.jitter))))
         return out
 
 

@@ -50,6 +50,18 @@ def test_schedule_with_a_delay_writes_target_delay_id_and_the_callers_headers(
     ]
 
 
+def test_schedule_with_a_jitter_writes_delay_jitter(
+    client: DelayClient, cluster: FakeCluster
+) -> None:
+    client.schedule("orders", b"v", delay=timedelta(seconds=1), jitter=timedelta(seconds=10))
+
+    assert only(cluster).headers() == [
+        ("delay-target-topic", b"orders"),
+        ("delay-ms", b"1000"),
+        ("delay-jitter", b"10000"),
+    ]
+
+
 def test_schedule_at_an_instant_rounds_up_to_the_millisecond(
     client: DelayClient, cluster: FakeCluster
 ) -> None:
@@ -222,6 +234,9 @@ PARIS = datetime(2026, 1, 1, tzinfo=ZoneInfo("Europe/Paris"))
         ({"headers": [("delaybridge-series", b"{}")], **WHEN}, "headers", "belongs"),
         ({"headers": [("a", 1)], **WHEN}, "headers", "header 'a': expected str, bytes"),
         ({"headers": ["a"], **WHEN}, "headers", "expected (name, value) pairs"),
+        ({"every": timedelta(hours=1), "jitter": timedelta(1)}, "jitter", "not a series"),
+        ({"jitter": timedelta(seconds=-1), **WHEN}, "jitter", "shorter than 0 ms"),
+        ({"jitter": timedelta(days=2), **WHEN}, "jitter", "more than the maximum"),
     ],
 )
 def test_schedule_refuses_a_wrong_argument_and_names_it(
