@@ -36,6 +36,7 @@ its defaults too (``etf1.py`` lists the variables set: topics, group, ports).
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,6 +53,7 @@ from delaybridge.bridge.workers.identity import automatic_workers
 from delaybridge.connectors import KafkaClients
 from delaybridge.contract import names
 from delaybridge.errors import DelayBridgeError
+from delaybridge.timerlog.bench import calibrate
 from delaybridge.tools.e2e.etf1 import Etf1Process
 from delaybridge.tools.e2e.measure import _settled, _topics
 from delaybridge.tools.e2e.sidecar import SidecarProcess
@@ -97,6 +99,7 @@ def side_by_side(console: Console, clients: KafkaClients, work: Path, plan: Plan
     """The steady load, then the burst, each on delaybridge then etf1; ``{"systems":
     {name: figures}, "ratios": ..., ...}`` for the JSON (and :func:`print_table`)."""
     partitions = 2 * automatic_workers()
+    before = _machine()
     systems: dict[str, dict[str, Any]] = {}
     for name in SYSTEMS:
         with _ready(name, clients, work / name, plan, partitions) as (sut, topics):
@@ -113,6 +116,8 @@ def side_by_side(console: Console, clients: KafkaClients, work: Path, plan: Plan
         "steady_seconds": plan.seconds,
         "burst_messages": plan.burst,
         "burst_lead_s": plan.lead_s,
+        "machine_before": before,
+        "machine_after": _machine(),
         "systems": systems,
         "ratios_delaybridge_to_etf1": {
             key: round(ours[key] / peer[key], 3) if peer[key] else None
@@ -321,6 +326,18 @@ def _figures(prefix: str, sent: int, arrivals: LiveArrivals) -> dict[str, Any]:
     }
 
 
+def _machine() -> dict[str, float]:
+    """How busy the machine is now: the 1-minute load average and the calibration
+    (wall and CPU seconds of a fixed Python loop, ``timerlog/bench.py``; ~0.4 s idle):
+    only ratios within one run compare across machines and moments."""
+    wall_s, cpu_s = calibrate()
+    return {
+        "load_1min": os.getloadavg()[0],
+        "calibration_s": round(wall_s, 2),
+        "calibration_cpu_s": round(cpu_s, 2),
+    }
+
+
 def print_table(console: Console, result: dict[str, Any]) -> None:
     """The figures as a table: a row per metric, a column per system."""
     systems = result["systems"]
@@ -332,3 +349,4 @@ def print_table(console: Console, result: dict[str, Any]) -> None:
         table.add_row(metric, *(str(systems[name].get(metric)) for name in SYSTEMS))
     console.print(table)
     console.print(f"delaybridge / etf1: {result['ratios_delaybridge_to_etf1']}")
+    console.print(f"machine before: {result['machine_before']}, after: {result['machine_after']}")
