@@ -31,14 +31,18 @@ import json
 import os
 import re
 import subprocess
-import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from delaybridge.connectors import KafkaSettings
 from delaybridge.errors import DelayBridgeError
-from delaybridge.tools.e2e.sidecar import free_port, tree_cpu_seconds, tree_status_mb
+from delaybridge.tools.e2e.sidecar import (
+    free_port,
+    tree_cpu_seconds,
+    tree_status_mb,
+    wait_for_child,
+)
 
 #: The Prometheus sample of schedules planned (taken in memory to fire at their second).
 _PLANNED = re.compile(
@@ -104,17 +108,7 @@ class Etf1Process:
 
     def wait_for(self, cond: Callable[[], bool], timeout_s: float, what: str) -> None:
         """Poll ``cond`` until it holds; fail early if the scheduler exits."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise DelayBridgeError(
-                    f"etf1 scheduler exited with {self.proc.returncode} while waiting for "
-                    f"{what}; see {self.log.name}"
-                )
-            if cond():
-                return
-            time.sleep(0.1)  # polling another process, bounded by the deadline
-        raise DelayBridgeError(f"timed out after {timeout_s} s waiting for {what} (etf1)")
+        wait_for_child(self.proc, "etf1 scheduler", self.log.name, cond, timeout_s, what)
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -278,7 +278,7 @@ def _burst(
             max(left_s, 0.0),
             f"all {plan.burst:,} burst schedules taken in before their due second",
         )
-    except (DelayBridgeError, RuntimeError) as exc:
+    except DelayBridgeError as exc:
         raise DelayBridgeError(
             f"{exc}: the burst would time ingest, not delivery; raise --etf1-burst-lead-s "
             f"(was {plan.lead_s} s)"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from delaybridge.connectors import KafkaSettings
+from delaybridge.errors import DelayBridgeError
 from delaybridge.hotpath import FORCE_PURE_ENV
 
 
@@ -118,16 +119,30 @@ class SidecarProcess:
 
     def wait_for(self, cond: Callable[[], bool], timeout_s: float, what: str) -> None:
         """Poll ``cond`` until it holds; fail early if the child exits."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"sidecar exited with {self.proc.returncode}; see {self.log.name}"
-                )
-            if cond():
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"timed out waiting for {what}")
+        wait_for_child(self.proc, "sidecar", self.log.name, cond, timeout_s, what)
+
+
+def wait_for_child(
+    proc: subprocess.Popen[bytes],
+    name: str,
+    log: str,
+    cond: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+) -> None:
+    """Poll ``cond`` until it holds, for up to ``timeout_s``; raise
+    :class:`DelayBridgeError` naming ``name`` (and its ``log``) when the child exits
+    first or the time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise DelayBridgeError(
+                f"{name} exited with {proc.returncode} while waiting for {what}; see {log}"
+            )
+        if cond():
+            return
+        time.sleep(0.1)  # polling another process, bounded by the deadline
+    raise DelayBridgeError(f"timed out after {timeout_s} s waiting for {what} ({name})")
 
 
 def _children(pid: int) -> list[int]:
