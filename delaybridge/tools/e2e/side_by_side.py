@@ -332,7 +332,7 @@ def _machine() -> dict[str, float]:
     only ratios within one run compare across machines and moments."""
     wall_s, cpu_s = calibrate()
     return {
-        "load_1min": os.getloadavg()[0],
+        "load_1min": round(os.getloadavg()[0], 2),
         "calibration_s": round(wall_s, 2),
         "calibration_cpu_s": round(cpu_s, 2),
     }
