@@ -8,8 +8,9 @@ delaybridge accepts them), plus two plain headers that both systems pass through
 delivered record, ``bench-due-ms`` and ``bench-id``, so both are timed by one rule:
 lateness = broker timestamp of the delivered record − ``bench-due-ms``.
 
-Before a measurement each system is *ready*: its group owns every partition, and one
-probe schedule per partition (to a probe topic) went through it end to end. Then:
+Each system is started once, and is *ready* when its group owns every partition and
+one probe schedule per partition (to a probe topic) went through it end to end. Then,
+on that one process (tree), each load to its own target topic:
 
 1. **steady** — ``rate`` schedules a second for ``seconds`` seconds, each due at a whole
    second 1–5 s ahead. Per system: lateness p50/p99/max, early, missing, duplicates;
@@ -20,7 +21,8 @@ probe schedule per partition (to a probe topic) went through it end to end. Then
    full speed; the system must hold all of them before that second (else the run fails,
    naming ``--etf1-burst-lead-s``). Per system: drain seconds (the due second to the
    last delivery's broker timestamp) and rate, lateness p99, early, missing, CPU seconds
-   from the first schedule produced to the last delivery, peak RSS.
+   from the first schedule produced to the last delivery, peak RSS (the high-water
+   mark of the process's life, steady load included; the burst's is the larger).
 
 ``*_later_than_1s`` counts deliveries more than a second late. etf1 v0.0.9 has one
 cause of its own (``scheduler/scheduler.go``, ``processStoreEvent``): a schedule it reads
@@ -96,8 +98,9 @@ def burst_lead_s(burst: int) -> float:
 
 
 def side_by_side(console: Console, clients: KafkaClients, work: Path, plan: Plan) -> dict[str, Any]:
-    """The steady load, then the burst, each on delaybridge then etf1; ``{"systems":
-    {name: figures}, "ratios": ..., ...}`` for the JSON (and :func:`print_table`)."""
+    """On delaybridge, then on etf1 (one started, measured and stopped before the
+    other): the steady load, then the burst; ``{"systems": {name: figures},
+    "ratios_delaybridge_to_etf1": ..., ...}`` for the JSON (and :func:`print_table`)."""
     partitions = 2 * automatic_workers()
     before = _machine()
     systems: dict[str, dict[str, Any]] = {}
