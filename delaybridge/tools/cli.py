@@ -3,6 +3,7 @@
 delaybridge demo [--work-dir var/demo] [--port 39092] [--no-report]   # the README's command
 delaybridge bench e2e [--config FILE | --bootstrap HOST:PORT] [--messages N] [--only ...]
                       [--exactly-once] [--workers 1,2]
+                      [--etf1 PATH [--etf1-rate 2000] [--etf1-seconds 60] [--etf1-burst 200000]]
 delaybridge bench hotpath [--records N] [--package NAME=DIR]
 delaybridge bench ingest [--records N] [--repeat N]
 delaybridge bench restore [--bootstrap HOST:PORT] [--pending 1000000,10000000]
@@ -41,9 +42,10 @@ def register(commands: Any, bench: Any) -> None:
     e2e.add_argument("--json", type=Path, default=Path("bench-results/e2e.json"))
     e2e.add_argument(
         "--only",
-        choices=("throughput", "lateness", "tick", "cancels"),
+        choices=("throughput", "lateness", "tick", "cancels", "etf1"),
         action="append",
-        help="measurements to run (default: throughput, lateness, tick; cancels only when named)",
+        help="measurements to run (default: throughput, lateness, tick; cancels only when "
+        "named; with --etf1, only etf1, the side by side)",
     )
     e2e.add_argument(
         "--cancel-pending",
@@ -66,6 +68,33 @@ def register(commands: Any, bench: Any) -> None:
         action="store_true",
         help="throughput: also run the sidecar with DELAYBRIDGE_PURE_PYTHON=1 (the "
         "compiled hot path off) in the same run",
+    )
+    e2e.add_argument(
+        "--etf1",
+        type=Path,
+        metavar="PATH",
+        help="etf1/kafka-message-scheduler's binary (scripts/build-etf1 prints it): run "
+        "the side-by-side measurement (steady load, then a burst; one system at a time, "
+        "delaybridge with its defaults); alone unless --only names more",
+    )
+    e2e.add_argument(
+        "--etf1-rate", type=int, default=2_000, help="side by side: steady schedules/s"
+    )
+    e2e.add_argument(
+        "--etf1-seconds", type=int, default=60, help="side by side: seconds of steady load"
+    )
+    e2e.add_argument(
+        "--etf1-burst",
+        type=int,
+        default=200_000,
+        help="side by side: schedules due in the same second",
+    )
+    e2e.add_argument(
+        "--etf1-burst-lead-s",
+        type=float,
+        default=None,
+        help="side by side: how far ahead the burst's second is when producing starts "
+        "(default: 10 s, plus 1 s per 5,000 schedules)",
     )
     e2e.add_argument(
         "--exactly-once",

@@ -14,11 +14,13 @@ from rich.table import Table
 
 from delaybridge.bridge.workers.identity import automatic_workers
 from delaybridge.connectors import KafkaClients, KafkaSettings
+from delaybridge.errors import DelayBridgeError
 from delaybridge.tools.bench_kit import bench_cluster
 from delaybridge.tools.e2e import measure
 from delaybridge.tools.e2e.cancels import cancel_heavy
 from delaybridge.tools.e2e.hot_path import pure_python_run
 from delaybridge.tools.e2e.lateness import lateness
+from delaybridge.tools.e2e.side_by_side import Plan, burst_lead_s, print_table, side_by_side
 
 MEASUREMENTS = ("throughput", "lateness", "tick")
 """What runs by default; ``cancels`` (issue 13's shop case) runs only when named."""
@@ -30,6 +32,10 @@ def run_e2e(args: argparse.Namespace) -> int:
     The cluster is ``--config``'s ``kafka`` section and/or ``--bootstrap``; with neither,
     a local broker is started in a temporary directory and stopped afterwards.
     """
+    if "etf1" in (args.only or ()) and getattr(args, "etf1", None) is None:
+        raise DelayBridgeError(
+            "--only etf1 needs --etf1 PATH, etf1's scheduler binary (scripts/build-etf1)"
+        )
     console = Console()
     with bench_cluster("delaybridge-bench-", _cluster(args)) as (work, clients):
         results = _run_all(console, clients, work, args)
@@ -60,7 +66,8 @@ def _cluster(args: argparse.Namespace) -> KafkaSettings | None:
 def _run_all(
     console: Console, clients: KafkaClients, work: Path, args: argparse.Namespace
 ) -> dict[str, Any]:
-    only = set(args.only or MEASUREMENTS)
+    etf1 = getattr(args, "etf1", None)
+    only = set(args.only or (("etf1",) if etf1 else MEASUREMENTS))
     results: dict[str, Any] = {}
     eos = bool(getattr(args, "exactly_once", False))
     # The sidecar's default (workers: 0) resolved here: the bench names the count it ran.
@@ -87,6 +94,16 @@ def _run_all(
                 tick["drain_msgs_per_s"] / off["drain_msgs_per_s"], 3
             )
         results["tick"] = tick
+    if "etf1" in only and etf1 is not None:
+        lead = args.etf1_burst_lead_s
+        plan = Plan(
+            binary=etf1.resolve(),
+            rate=args.etf1_rate,
+            seconds=args.etf1_seconds,
+            burst=args.etf1_burst,
+            lead_s=burst_lead_s(args.etf1_burst) if lead is None else lead,
+        )
+        results["etf1"] = side_by_side(console, clients, work / "etf1", plan)
     if "cancels" in only:
         results["cancels"] = cancel_heavy(
             console, clients, work / "c", args.cancel_pending, args.order_rate, args.steady_s
@@ -100,8 +117,11 @@ def _print(console: Console, results: dict[str, Any]) -> None:
     table.add_column("metric")
     table.add_column("value", justify="right")
     for section, values in results.items():
-        if section == "machine":
+        if section in ("machine", "etf1"):
             continue
         for key, value in values.items():
             table.add_row(section, key, str(value))
-    console.print(table)
+    if table.rows:
+        console.print(table)
+    if "etf1" in results:
+        print_table(console, results["etf1"])

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from delaybridge.connectors import KafkaSettings
+from delaybridge.errors import DelayBridgeError
 from delaybridge.hotpath import FORCE_PURE_ENV
 
 
@@ -96,7 +97,7 @@ class SidecarProcess:
     def peak_rss_mb(self) -> float:
         """Peak RSS (``VmHWM``) of the sidecar, summed with its worker processes' (an
         upper bound of the pod's peak: each peaked at its own time)."""
-        return self._status_mb("VmHWM:") or float("nan")
+        return tree_status_mb(self.proc.pid, "VmHWM:") or float("nan")
 
     def children(self) -> list[int]:
         """The pids of its worker processes (none with ``workers: 1``)."""
@@ -104,32 +105,11 @@ class SidecarProcess:
 
     def rss_mb(self) -> float:
         """The resident memory of the sidecar and its worker processes now, summed."""
-        return self._status_mb("VmRSS:")
-
-    def _status_mb(self, field: str) -> float:
-        """A kB field of ``/proc/<pid>/status``, summed over the sidecar and its workers,
-        in MB (a process gone meanwhile counts nothing)."""
-        total = 0.0
-        for pid in [self.proc.pid, *self.children()]:
-            try:
-                status = Path(f"/proc/{pid}/status").read_text()
-            except OSError:
-                continue
-            for line in status.splitlines():
-                if line.startswith(field):
-                    total += int(line.split()[1]) / 1024
-        return total
+        return tree_status_mb(self.proc.pid, "VmRSS:")
 
     def cpu_seconds(self) -> float:
         """CPU time (user + system) the sidecar and its worker processes used so far."""
-        total = 0
-        for pid in [self.proc.pid, *self.children()]:
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            total += int(fields[11]) + int(fields[12])  # utime, stime (stat fields 14, 15)
-        return total / os.sysconf("SC_CLK_TCK")
+        return tree_cpu_seconds(self.proc.pid)
 
     def stop(self) -> None:
         self._sampling = False
@@ -139,16 +119,30 @@ class SidecarProcess:
 
     def wait_for(self, cond: Callable[[], bool], timeout_s: float, what: str) -> None:
         """Poll ``cond`` until it holds; fail early if the child exits."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"sidecar exited with {self.proc.returncode}; see {self.log.name}"
-                )
-            if cond():
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"timed out waiting for {what}")
+        wait_for_child(self.proc, "sidecar", self.log.name, cond, timeout_s, what)
+
+
+def wait_for_child(
+    proc: subprocess.Popen[bytes],
+    name: str,
+    log: str,
+    cond: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+) -> None:
+    """Poll ``cond`` until it holds, for up to ``timeout_s``; raise
+    :class:`DelayBridgeError` naming ``name`` (and its ``log``) when the child exits
+    first or the time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise DelayBridgeError(
+                f"{name} exited with {proc.returncode} while waiting for {what}; see {log}"
+            )
+        if cond():
+            return
+        time.sleep(0.1)  # polling another process, bounded by the deadline
+    raise DelayBridgeError(f"timed out after {timeout_s} s waiting for {what} ({name})")
 
 
 def _children(pid: int) -> list[int]:
@@ -157,6 +151,42 @@ def _children(pid: int) -> list[int]:
     except OSError:
         return []
     return [int(c) for c in text.split()]
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants now (a process gone meanwhile has none)."""
+    tree = [pid]
+    for child in _children(pid):
+        tree += process_tree(child)
+    return tree
+
+
+def tree_status_mb(pid: int, field: str) -> float:
+    """A kB field of ``/proc/<pid>/status`` (``VmHWM:``, ``VmRSS:``), summed over ``pid``
+    and its descendants, in MB (a process gone meanwhile counts nothing)."""
+    total = 0.0
+    for member in process_tree(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith(field):
+                total += int(line.split()[1]) / 1024
+    return total
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) that ``pid`` and its live descendants used so far, every
+    thread included."""
+    total = 0
+    for member in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (stat fields 14, 15)
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:

@@ -17,9 +17,15 @@ HeadersFor = Callable[[int], list[tuple[str, str | bytes | None]]]
 
 
 def fill(
-    clients: KafkaClients, topic: str, n: int, headers_for: HeadersFor, console: Console
+    clients: KafkaClients,
+    topic: str,
+    n: int,
+    headers_for: HeadersFor,
+    console: Console,
+    key_prefix: str = "",
 ) -> None:
-    """Produce ``n`` records (key ``str(i)``, headers ``headers_for(i)``) and flush them."""
+    """Produce ``n`` records (key ``<key_prefix><i>``, headers ``headers_for(i)``) and
+    flush them."""
     producer = clients.producer(
         {
             "linger.ms": 20,
@@ -30,7 +36,8 @@ def fill(
     )
     with console.status(f"producing {n:,} records to {topic}") as status:
         for i in range(n):
-            produce_blocking(producer, topic, VALUE, str(i).encode(), headers=headers_for(i))
+            key = f"{key_prefix}{i}".encode()
+            produce_blocking(producer, topic, VALUE, key, headers=headers_for(i))
             if i % 100_000 == 0:
                 status.update(f"producing {n:,} records to {topic}: {i:,}")
         producer.flush(120)
@@ -83,15 +90,27 @@ def steady(
 class LiveArrivals:
     """Reads a target topic (read_committed) *while* traffic runs, so lateness counts
     from when a consumer could see each record, not only from its broker timestamp:
-    in exactly-once mode a record is visible only once its transaction commits."""
+    in exactly-once mode a record is visible only once its transaction commits.
 
-    def __init__(self, clients: KafkaClients, topic: str) -> None:
+    ``due_header`` and ``id_header`` name the headers that carry each record's due time
+    (epoch ms) and id: the sidecar's ``delay-due-ms`` and ``delay-id`` by default; a
+    benchmark that also times another scheduler names headers that both pass through."""
+
+    def __init__(
+        self,
+        clients: KafkaClients,
+        topic: str,
+        due_header: str = "delay-due-ms",
+        id_header: str = "delay-id",
+    ) -> None:
         self.stamped: list[int] = []
-        """broker timestamp − ``delay-due-ms``, per record"""
+        """broker timestamp − the due time, per record"""
         self.visible: list[int] = []
-        """the moment this reader received it − ``delay-due-ms``, per record"""
+        """the moment this reader received it − the due time, per record"""
         self.ids: list[str] = []
-        """``delay-id`` of each record, in arrival order"""
+        """the id of each record, in arrival order"""
+        self._due_header = due_header
+        self._id_header = id_header
         self._consumer = clients.reader()
         self._consumer.subscribe([topic])
         self._stop = threading.Event()
@@ -106,9 +125,9 @@ class LiveArrivals:
                 if msg.error():
                     continue
                 for name, raw in headers_of(msg):
-                    if name == "delay-id" and raw is not None:
+                    if name == self._id_header and raw is not None:
                         self.ids.append(raw.decode(errors="replace"))
-                    elif name == "delay-due-ms" and raw is not None:
+                    elif name == self._due_header and raw is not None:
                         due = int(raw)
                         self.stamped.append(msg.timestamp()[1] - due)
                         self.visible.append(round(now_ms - due))
