@@ -71,9 +71,22 @@ class DeliverySettings(_Section):
     retry_unavailable_ms: int = Field(default=3_600_000, ge=0)
     # Optional per-target-topic rate limits, messages per second.
     rate_limits_per_s: dict[str, float] = Field(default_factory=dict)
+    # Optional per-target-topic expiry: a one-off message without a delay-expire-after
+    # header is dead-lettered as "expired" once it is this long past due and not
+    # delivered (contract/expiry.py).
+    expire_after_ms: dict[str, int] = Field(default_factory=dict)
     # A recurring schedule's occurrences missed by more than this (the sidecar was down)
     # are skipped; those within it are caught up at once (contract/series.py).
     series_misfire_ms: int = Field(default=60_000, ge=0)
+
+    @field_validator("expire_after_ms")
+    @classmethod
+    def _expiry_not_negative(cls, v: dict[str, int]) -> dict[str, int]:
+        for topic, after in v.items():
+            if after < 0:
+                raise ValueError(f"expire_after_ms[{topic!r}] = {after}: expected >= 0 ms")
+        return v
+
     # Exactly-once (Kafka transactions, docs/design/exactly-once.md): deliveries,
     # changelog writes, side writes and the delay-topic offsets commit together, every
     # transaction_interval_ms. Needs the changelog.

@@ -39,6 +39,7 @@ from delaybridge.contract.due import (
     delay_base_ms,
     due_ms,
 )
+from delaybridge.contract.expiry import deadline_header
 from delaybridge.contract.jitter import jitter_ms, spread_ms
 from delaybridge.contract.reasons import Reason
 from delaybridge.contract.rules import HeaderRules, Rejection
@@ -54,6 +55,7 @@ _RECURRENCE: Final = names.RECURRENCE_HEADERS
 DELAY_CANCEL: Final = names.DELAY_CANCEL
 DELAY_ID: Final = names.DELAY_ID
 DELAY_JITTER: Final = names.DELAY_JITTER
+DELAY_EXPIRE_AFTER: Final = names.DELAY_EXPIRE_AFTER
 ETF1_EPOCH: Final = names.ETF1_EPOCH
 ETF1_TARGET_KEY: Final = names.ETF1_TARGET_KEY
 ETF1_TARGET_TOPIC: Final = names.ETF1_TARGET_TOPIC
@@ -163,6 +165,11 @@ def _decide(
             raise Rejection(Reason.BAD_RECURRENCE, detail)
         due += spread_ms(id, jitter_ms(found[DELAY_JITTER], due - base, rules))
     kept = _stored_headers(headers, series)
+    if rules.expire_after_ms or DELAY_EXPIRE_AFTER in found:  # contract/expiry.py
+        text = found.get(DELAY_EXPIRE_AFTER)
+        deadline = deadline_header(text, target, due, series is not None, rules)
+        if deadline is not None:
+            kept = (*kept, deadline)
     replace = _replaces(found) and id != default_id
     if timer:  # built without the named tuples' Python-level __new__
         return _new(

@@ -29,6 +29,7 @@ DELAY_EVERY = "delay-every"
 DELAY_UNTIL = "delay-until"
 DELAY_COUNT = "delay-count"
 DELAY_JITTER = "delay-jitter"
+DELAY_EXPIRE_AFTER = "delay-expire-after"
 ETF1_EPOCH = "scheduler-epoch"
 ETF1_TARGET_TOPIC = "scheduler-target-topic"
 ETF1_TARGET_KEY = "scheduler-target-key"
@@ -70,6 +71,7 @@ CONTROL_HEADERS = frozenset(
         DELAY_UNTIL,
         DELAY_COUNT,
         DELAY_JITTER,
+        DELAY_EXPIRE_AFTER,
         OUT_OCCURRENCE,
     }
 )
@@ -81,4 +83,9 @@ RECURRENCE_HEADERS = frozenset({DELAY_CRON, DELAY_TIMEZONE, DELAY_EVERY, DELAY_U
 # Stripped at ingest: a producer that sets one must not steer delivery (a garbage retry
 # state used to crash the loop at every restart).
 SERIES_HEADER = "delaybridge-series"
-INTERNAL_HEADERS = frozenset({"delaybridge-retry", "delaybridge-store-corrupt", SERIES_HEADER})
+#: A one-off's deadline (epoch ms): past it, the message is dead-lettered as expired
+#: instead of delivered (``contract/expiry.py``).
+EXPIRE_HEADER = "delaybridge-expire-at"
+INTERNAL_HEADERS = frozenset(
+    {"delaybridge-retry", "delaybridge-store-corrupt", SERIES_HEADER, EXPIRE_HEADER}
+)

@@ -38,6 +38,9 @@ class Reason(StrEnum):
     """Written by a consumer, not by the sidecar: ``delaybridge.client``'s ``retry_later``
     dead-letters a record whose last attempt failed (``RetryPolicy.max_attempts``); the
     detail says which attempt of how many, and the consumer's error."""
+    EXPIRED = "expired"
+    """Not delivered by its deadline: due time plus ``delay-expire-after`` (or the target
+    topic's ``delivery.expire_after``), ``contract/expiry.py``."""
     INTERNAL_ERROR = "internal-error"
     """Handling the record raised something unexpected (a bug): it is kept, not lost."""
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from delaybridge.contract.reasons import Reason
@@ -55,6 +55,8 @@ class HeaderRules:
     max_timestamp_skew_ms: int = DEFAULT_SKEW_MS
     """How far a CreateTime stamp may be from the sidecar's clock (see ``contract/due.py``)."""
     timestamp_policy: TimestampPolicy = "clamp"
+    expire_after_ms: Mapping[str, int] = field(default_factory=dict)
+    """Per target topic, the default ``delay-expire-after`` (``contract/expiry.py``)."""
 
     @classmethod
     def from_strings(
@@ -69,6 +71,7 @@ class HeaderRules:
         target_allow: str = "",
         max_timestamp_skew_ms: int = DEFAULT_SKEW_MS,
         timestamp_policy: TimestampPolicy = "clamp",
+        expire_after_ms: Mapping[str, int] | None = None,
     ) -> HeaderRules:
         return cls(
             parse_level_table(delay_levels),
@@ -80,6 +83,7 @@ class HeaderRules:
             re.compile(target_allow) if target_allow else None,
             max_timestamp_skew_ms,
             timestamp_policy,
+            dict(expire_after_ms or {}),
         )
 
     @classmethod
@@ -96,6 +100,7 @@ class HeaderRules:
             target_allow=s.target_topic_allow,
             max_timestamp_skew_ms=s.max_timestamp_skew_ms,
             timestamp_policy=s.timestamp_policy,
+            expire_after_ms=s.delivery.expire_after_ms,
         )
 
     @staticmethod

@@ -34,7 +34,13 @@ import orjson
 from delaybridge.bridge.partition.copies import RETRY_HEADER, is_parked, parked_state
 from delaybridge.bridge.partition.pipeline import Batch
 from delaybridge.bridge.partition.state import PartitionState
-from delaybridge.contract.names import INTERNAL_HEADERS, OUT_OCCURRENCE, SERIES_HEADER
+from delaybridge.contract.expiry import deadline_of
+from delaybridge.contract.names import (
+    EXPIRE_HEADER,
+    INTERNAL_HEADERS,
+    OUT_OCCURRENCE,
+    SERIES_HEADER,
+)
 from delaybridge.contract.reasons import Reason
 from delaybridge.contract.series import occurrence_of
 from delaybridge.timerlog import DamagedRecord, DueRecord, Headers, TimerRecord
@@ -42,9 +48,9 @@ from delaybridge.timerlog.quarantine import QUARANTINE_HEADER
 
 assert QUARANTINE_HEADER in INTERNAL_HEADERS
 #: Last headers that send a due record down the attempt path (not the hot loop): a
-#: parked record's state, the store's note on a damaged one (dead-lettered), or the
-#: state of a recurring schedule's occurrence.
-ATTEMPT_HEADERS = frozenset({RETRY_HEADER, QUARANTINE_HEADER, SERIES_HEADER})
+#: parked record's state, the store's note on a damaged one (dead-lettered), the
+#: state of a recurring schedule's occurrence, or a one-off's deadline.
+ATTEMPT_HEADERS = frozenset({RETRY_HEADER, QUARANTINE_HEADER, SERIES_HEADER, EXPIRE_HEADER})
 
 
 @dataclass(eq=False, slots=True)
@@ -92,19 +98,43 @@ class Attempt:
     def origin(self) -> str:
         return self.part.origin_prefix + str(self.due.record.source_offset)
 
+    def _kept(self) -> Headers:
+        """The stored headers without our retry state or the store's note."""
+        rec = self.due.record
+        return rec.headers[:-1] if is_parked(rec) or isinstance(rec, DamagedRecord) else rec.headers
+
     @property
     def headers(self) -> Headers:
-        """The producer's headers (without our retry state or the store's note), and a
-        series occurrence's number in place of its state."""
-        rec = self.due.record
-        hs = rec.headers[:-1] if is_parked(rec) or isinstance(rec, DamagedRecord) else rec.headers
+        """The producer's headers (without our retry state, the store's note or the
+        deadline), and a series occurrence's number in place of its state."""
+        hs = self._kept()
         if hs and hs[-1][0] == SERIES_HEADER:
             return (*hs[:-1], (OUT_OCCURRENCE, str(occurrence_of(hs[-1][1])).encode()))
+        if hs and hs[-1][0] == EXPIRE_HEADER:
+            return hs[:-1]
         return hs
+
+    @property
+    def deadline_ms(self) -> int | None:
+        """When this message expires (``contract/expiry.py``), or None: never."""
+        return deadline_of(self._kept())
+
+    def expire(self, now_ms: int) -> None:
+        """Bound for the dead-letter topic as ``expired`` when past its deadline."""
+        deadline = self.deadline_ms
+        if self.dead_letter is not None or deadline is None or now_ms <= deadline:
+            return
+        self.dead_letter = (
+            Reason.EXPIRED,
+            f"due at {self.due_ms}, expired at {deadline} "
+            f"({deadline - self.due_ms} ms after due); {now_ms - deadline} ms past it",
+        )
+        self.failures = 0
 
     def parked(self, at_ms: int) -> TimerRecord:
         """The record to append again, due at ``at_ms``, carrying this state (its
-        generation one higher: it is a new stored copy, see the changelog's keys)."""
+        generation one higher: it is a new stored copy, see the changelog's keys) and
+        its deadline."""
         state = {
             "due_ms": self.due_ms,
             "first_failure_ms": self.first_failure_ms,
@@ -113,5 +143,7 @@ class Attempt:
             "generation": self.generation + 1,
             "shrink": self.shrink,
         }
-        headers = (*self.headers, (RETRY_HEADER, orjson.dumps(state)))
+        kept = self._kept()
+        deadline = kept[-1:] if kept and kept[-1][0] == EXPIRE_HEADER else ()
+        headers = (*self.headers, *deadline, (RETRY_HEADER, orjson.dumps(state)))
         return self.due.record._replace(due_ms=at_ms, headers=headers)

@@ -171,7 +171,7 @@ class Deliverer:
                 return i - start
             if past_from is not None and rec.due_ms > past_from:
                 self._tally.delivered_past_horizon += 1
-            if rec.headers and rec.headers[-1][0] in ATTEMPT_HEADERS:  # parked, damaged, series
+            if rec.headers and rec.headers[-1][0] in ATTEMPT_HEADERS:  # see ATTEMPT_HEADERS
                 if not self._send(Attempt.of(part, due, batch)):
                     return i - start
                 if rec.headers[-1][0] == SERIES_HEADER:  # a first try: spawn the next
@@ -228,6 +228,7 @@ class Deliverer:
         """Produce an attempt (to its target, or to the dead-letter topic once it is
         bound there); False when the producer queue is full (nothing sent)."""
         rec = attempt.due.record
+        attempt.expire(self._clock.now_ms())  # past its deadline: a dead letter instead
         if self._eos is not None and self._eos_refused(attempt):
             return True
         headers = delivered_headers(attempt.headers, rec.id, attempt.origin, attempt.due_ms)
