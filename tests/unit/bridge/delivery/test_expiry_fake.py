@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from delaybridge.connectors import header_text
 from tests.unit.bridge.sidecar_kit import DLT, FakeSidecar, schedule
 
 
@@ -16,7 +17,7 @@ def expiring(id: str, delay_ms: int, after: str, target: str = "orders") -> list
 def reasons(side: FakeSidecar) -> dict[str, str]:
     out = {}
     for msg in side.cluster.records(DLT):
-        headers = {k: (v or b"").decode() for k, v in msg.headers() or []}
+        headers = header_text(msg)
         out[headers["delay-id"]] = headers["delay-error"]
     return out
 
@@ -32,7 +33,7 @@ def test_a_message_past_its_deadline_is_dead_lettered_as_expired(tmp_path: Path)
     assert sorted(h["delay-id"] for h in side.delivered()) == ["never-expires", "still-in-time"]
     assert reasons(side) == {"late": "expired"}
     (dead,) = side.cluster.records(DLT)
-    headers = {k: (v or b"").decode() for k, v in dead.headers() or []}
+    headers = header_text(dead)
     assert "expired at" in headers["delay-error-detail"]
     assert headers["delay-origin"].startswith("delay/0/")
     side.checkpoint()
