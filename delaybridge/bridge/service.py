@@ -45,6 +45,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from delaybridge.bridge.admin.commands import AdminControl
 from delaybridge.bridge.cancels.feed import CancelFeed
+from delaybridge.bridge.cancels.feed_watch import FeedWatch
 from delaybridge.bridge.cancels.horizon import CancelHorizon
 from delaybridge.bridge.cancels.ledger import CancelLedger
 from delaybridge.bridge.cancels.own_horizons import OwnHorizons
@@ -165,13 +166,16 @@ class Service:
         self._disk_pauses_counted = 0
         self.flow.attach(self.consumer)
         grace_ms = self.store_settings.cancel_grace_ms
-        feed_consumer = self._clients.consumer(
-            {"group.id": f"{s.kafka.group_id}.cancel-feed"}, group=False
-        )
+
+        def feed_consumer() -> ConsumerEdge:
+            return self._clients.consumer(
+                {"group.id": f"{s.kafka.group_id}.cancel-feed"}, group=False
+            )
+
         keep_ms = grace_ms + 2 * s.kafka.session_timeout_ms  # bridge/cancels/feed.py says why
         self.horizon = CancelHorizon(s.cancel_horizon.bound_ms, self._feed_position)
         self.feed = CancelFeed(
-            feed_consumer,
+            feed_consumer(),
             s.cancel_topic,
             keep_ms,
             self.tally,
@@ -180,7 +184,9 @@ class Service:
             grace_ms,
             self.horizon if self.horizon.enabled else None,
             s.horizon_topic,
+            feed_consumer,
         )
+        self.feed_watch = FeedWatch(self.feed.position, self.feed.renew)
         self.admin = self._clients.admin()
         self.horizons = None
         if self.horizon.enabled:
@@ -386,6 +392,11 @@ class Service:
             next_due_ms = self.partitions.next_due_ms(now_ms + 1)
             urgent = self.horizon.limit_ms(now_ms) < next_due_ms <= now_ms
             self.horizons.step(self._owned_keys(), self._read_positions, now_ms, urgent)
+            wanted = self.horizons.wanted_cancel_ends()
+            for c, end in self.horizon.wanted_cancel_ends().items():
+                wanted[c] = max(wanted.get(c, end), end)
+            reachable = self.reachability.readiness() is None
+            self.feed_watch.step(wanted, now_ms, reachable)
         restoring = self.partitions.restoring
         batch = self.settings.changelog.restore_batch_records
         if restoring is not None:  # 5

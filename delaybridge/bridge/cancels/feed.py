@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ class CancelFeed:
         grace_ms: int | None = None,
         horizon: CancelHorizon | None = None,
         horizon_topic: str | None = None,
+        new_consumer: Callable[[], ConsumerEdge] | None = None,
     ) -> None:
         """``consumer``: an assign-only consumer (it never joins a group);
         ``keep_recent_ms``: how long read cancels stay in :attr:`recent` (see the module
@@ -78,7 +80,10 @@ class CancelFeed:
         process of one ``delaybridge run`` keeps its own: ``bridge/workers/identity.py``);
         ``grace_ms``: how long a replace waits (default ``keep_recent_ms``);
         ``horizon``, ``horizon_topic``: the cancel horizon and its topic (None: the rule
-        is off)."""
+        is off); ``new_consumer``: makes another consumer like ``consumer``, for
+        :meth:`renew`."""
+        self._new_consumer = new_consumer
+        self._horizon_parts: list[int] = []
         self._horizon = horizon
         self._horizon_topic = horizon_topic if horizon is not None else None
         self._tally = tally
@@ -145,7 +150,29 @@ class CancelFeed:
         topic = metadata.topics.get(self._horizon_topic)
         if topic is None or topic.error is not None:
             raise KafkaError(f"cancel horizon topic {self._horizon_topic!r} is not usable")
+        self._horizon_parts = sorted(topic.partitions)
         return [TopicPartition(self._horizon_topic, p, OFFSET_BEGINNING) for p in topic.partitions]
+
+    def renew(self) -> None:
+        """Read on with a new consumer: the cancel topic from where this one stands, the
+        horizon topic from its beginning (compacted: a few records per owner; a word
+        taken again changes nothing, a horizon only moves forward). A librdkafka
+        consumer that lived through a broker frozen for longer than its request
+        timeouts was seen to read nothing more afterwards (``feed_watch.py``)."""
+        if self._new_consumer is None:
+            return
+        try:
+            self._consumer.close()
+        except KafkaException as exc:  # it is stuck, or closed already
+            log.debug("closing the cancel feed's consumer: %s", exc)
+        self._consumer = self._new_consumer()
+        cancels = [TopicPartition(self._topic, p, o) for p, o in sorted(self._next.items())]
+        words = [
+            TopicPartition(self._horizon_topic, p, OFFSET_BEGINNING)
+            for p in self._horizon_parts
+            if self._horizon_topic is not None
+        ]
+        self._consumer.assign(cancels + words)
 
     def partitions(self) -> list[int]:
         """The cancel topic's partitions this feed reads."""

@@ -193,6 +193,16 @@ class CancelHorizon:
             else:
                 del self._waiting[key]
 
+    def wanted_cancel_ends(self) -> dict[int, int]:
+        """Per cancel-topic partition, the furthest end a waiting word needs the feed to
+        have read (``feed_watch.py``)."""
+        wanted: dict[int, int] = {}
+        for words in self._waiting.values():
+            for word in words:
+                for c, e in word.cancel_ends.items():
+                    wanted[c] = max(wanted.get(c, e), e)
+        return wanted
+
     def _known(self, word: RemoteHorizon) -> bool:
         return all(self._feed_position(c) >= end for c, end in word.cancel_ends.items())
 

@@ -192,6 +192,15 @@ class OwnHorizons:
             return True
         return any(kept[-1][0] == self._last_check_ms for kept in self._unread.values())
 
+    def wanted_cancel_ends(self) -> dict[int, int]:
+        """Per cancel-topic partition, the furthest end a new partition's first horizon
+        waits for the feed to read (``feed_watch.py``)."""
+        wanted: dict[int, int] = {}
+        for _t0, _end, cancel_ends in self._catching_up.values():
+            for c, e in cancel_ends.items():
+                wanted[c] = max(wanted.get(c, e), e)
+        return wanted
+
     def explain(self, key: PartKey) -> str:
         """What the horizon of ``key`` waits for, in words ("" when not owned here)."""
         if key not in self._owned:
