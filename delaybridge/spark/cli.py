@@ -67,6 +67,13 @@ def add_reconcile_arguments(p: argparse.ArgumentParser) -> None:
         metavar="TOPIC",
         help="target topic (repeatable; default: every target the schedules name)",
     )
+    p.add_argument(
+        "--dead-letter-topic",
+        default=None,
+        metavar="TOPIC",
+        help="the sidecar's dead-letter topic: its expired messages count as expired, not "
+        "missing (default with --config: the config's)",
+    )
     p.add_argument("--since", default=None, help="delay-topic records from this time")
     p.add_argument("--until", default=None, help="delay-topic records before this time")
     p.add_argument("--as-of", default=None, help="judge as of this time (default: now)")
@@ -142,6 +149,8 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         overrides["target_topics"] = tuple(args.target_topic)
     if args.delay_topic:
         overrides["delay_topics"] = tuple(args.delay_topic)
+    if args.dead_letter_topic:
+        overrides["dead_letter_topic"] = args.dead_letter_topic
     if args.bootstrap:
         overrides["bootstrap_servers"] = args.bootstrap
     if args.config is not None:

@@ -23,7 +23,14 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from delaybridge.contract.names import OUT_DUE_MS, OUT_ID, OUT_OCCURRENCE, OUT_ORIGIN
+from delaybridge.contract.names import (
+    OUT_DUE_MS,
+    OUT_ERROR,
+    OUT_ID,
+    OUT_OCCURRENCE,
+    OUT_ORIGIN,
+)
+from delaybridge.contract.reasons import Reason
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -103,6 +110,27 @@ def parse_deliveries(rows: DataFrame) -> DataFrame:
         "occurrence",
         status.alias("status"),
         "problem",
+    )
+
+
+def parse_expired(rows: DataFrame) -> DataFrame:
+    """Dead-letter-topic rows → ``origin, expired`` (how many), for the dead letters the
+    sidecar wrote as ``expired`` (``contract/expiry.py``): a message whose deadline
+    passed is accounted for there, not missing. Other dead letters (bad input, a target
+    that kept failing) are not the reconciliation's: their records were never owed, or
+    are missing until delivered."""
+    from pyspark.sql import functions as F
+
+    reasons = _values(OUT_ERROR)
+    origins = _values(OUT_ORIGIN)
+    return (
+        rows.select(
+            F.try_element_at(reasons, F.lit(1)).cast("string").alias("reason"),
+            F.try_element_at(origins, F.lit(1)).cast("string").alias("origin"),
+        )
+        .where((F.col("reason") == F.lit(Reason.EXPIRED.value)) & F.col("origin").isNotNull())
+        .groupBy("origin")
+        .agg(F.count(F.lit(1)).alias("expired_n"))
     )
 
 

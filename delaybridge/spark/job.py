@@ -60,7 +60,7 @@ def open_session(settings: ReconcileSettings) -> SparkSession:
 def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None = None) -> Report:
     """Reconcile and (if ``settings.output_dir``) write the files; return the report."""
     from delaybridge.spark.decisions import Kind, classify_rows
-    from delaybridge.spark.deliveries import parse_deliveries
+    from delaybridge.spark.deliveries import parse_deliveries, parse_expired
     from delaybridge.spark.outcomes import (
         Judgement,
         aggregate,
@@ -114,6 +114,18 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
             deliveries = parse_deliveries(raw_targets).persist()
             cached.append(deliveries)
             deliveries.count()
+        expired = None
+        if settings.dead_letter_topic is not None:
+            with steps("read the dead-letter topic's expired messages"):
+                dead_ranges = take_snapshot(
+                    kafka, [settings.dead_letter_topic], since_ms=settings.since_ms, missing_ok=True
+                )
+                raw_dead = read_ranges(
+                    spark, settings.bootstrap_servers, dead_ranges, settings.kafka_options
+                )
+                expired = parse_expired(raw_dead).persist()
+                cached.append(expired)
+                expired.count()
         judgement = Judgement(
             due_cutoff_ms=as_of_ms - settings.grace_ms,
             late_after_ms=settings.late_after_ms,
@@ -122,7 +134,9 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
         with steps("join and count"):
             scheduled = schedules(decisions).persist()
             cached.append(scheduled)
-            per_message = outcomes(scheduled, decisions, deliveries, targets, judgement).persist()
+            per_message = outcomes(
+                scheduled, decisions, deliveries, targets, judgement, expired
+            ).persist()
             cached.append(per_message)
             rollup = aggregate(per_message)
             windows, per_topic, totals = split_rollup(rollup)

@@ -49,6 +49,7 @@ FLAGS = (
     "early",
     "late",
     "pending",
+    "expired",
     "cancel_ignored",
     "cancel_too_late",
 )
@@ -131,8 +132,10 @@ def outcomes(
     deliveries: DataFrame,
     targets: list[str],
     judgement: Judgement,
+    expired: DataFrame | None = None,
 ) -> DataFrame:
-    """Steps 2–4 for the schedules (step 1's output) bound for ``targets``.
+    """Steps 2–4 for the schedules (step 1's output) bound for ``targets``; ``expired``:
+    the dead-letter topic's expired messages by origin (``deliveries.parse_expired``).
 
     One row per message, plus one row per *unmatched* delivery group (a well-formed
     ``delay-id`` no schedule has): a full outer join finds both in one shuffle. Those
@@ -162,6 +165,16 @@ def outcomes(
         )
         .withColumn("deliveries", F.coalesce("deliveries", F.lit(0)))
     )
+    if expired is None:
+        joined = joined.withColumn("expired_n", F.lit(0))
+    else:
+        found = expired.select(F.col("origin").alias("x_origin"), "expired_n")
+        one_off = F.col("occurrence").isNull()  # a series has no expiry
+        joined = (
+            joined.join(found, one_off & (origin == F.col("x_origin")), "left")
+            .drop("x_origin")
+            .withColumn("expired_n", F.coalesce("expired_n", F.lit(0)))
+        )
     return _flag(joined, judgement)
 
 
@@ -213,6 +226,8 @@ def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
     expected, one_off = ~cancelled & ~replaced, F.col("occurrence").isNull()
     due = expected & (due_ms <= F.lit(j.due_cutoff_ms))
     delivered = expected & (n > 0)
+    # Past its deadline and dead-lettered as such (contract/expiry.py): accounted for.
+    expired = expected & (n == 0) & (F.col("expired_n") > 0)
     # Lateness counts from when the message could first be delivered: its due time, or
     # when its schedule record was written if that is later (sent already past due).
     ready_ms = F.greatest(due_ms, F.col("timestamp_ms"))
@@ -222,11 +237,12 @@ def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
         "replaced": replaced,
         "due": due,
         "delivered": delivered,
-        "missing": due & (n == 0),
+        "missing": due & (n == 0) & ~expired,
         "duplicated": delivered & (n > 1),
         "early": delivered & (F.col("first_ms") < due_ms),
         "late": delivered & (F.col("first_ms") - ready_ms > F.lit(j.late_after_ms)),
-        "pending": expected & ~due & (n == 0),
+        "pending": expected & ~due & (n == 0) & ~expired,
+        "expired": expired,
         "cancel_ignored": (cancelled | replaced) & (n > 0),
         # (a series' occurrences due before its cancel were meant to go out)
         "cancel_too_late": F.col("cancel_ms").isNotNull() & ~cancelled & one_off,

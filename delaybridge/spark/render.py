@@ -18,6 +18,7 @@ _COLUMNS = (
     ("due", "due"),
     ("delivered", "deliv"),
     ("missing", "missing"),
+    ("expired", "expired"),
     ("duplicated", "dup"),
     ("early", "early"),
     ("late", "late"),

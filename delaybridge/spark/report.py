@@ -48,6 +48,7 @@ class Counts:
     early: int = 0  # first delivery before due_ms
     late: int = 0  # first delivery more than late_after_ms after due_ms
     pending: int = 0  # not due yet, not delivered yet
+    expired: int = 0  # past its deadline, dead-lettered as expired (not delivered)
     cancel_ignored: int = 0  # cancelled or replaced in time, delivered anyway
     cancel_too_late: int = 0  # the cancel came at or after the due time
     lateness_p50_ms: int | None = None

@@ -49,6 +49,9 @@ class ReconcileSettings:
     delay_topics: tuple[str, ...]
     # Empty: every target topic the delay topics' schedules name.
     target_topics: tuple[str, ...] = ()
+    # The sidecar's dead-letter topic: its "expired" dead letters count as expired, not
+    # missing (contract/expiry.py). None: not read.
+    dead_letter_topic: str | None = None
     rules: HeaderRules = field(
         default_factory=lambda: HeaderRules.from_strings(DEFAULT_DELAY_LEVELS, DEFAULT_MAX_DELAY_MS)
     )
@@ -112,6 +115,7 @@ class ReconcileSettings:
         values: dict[str, object] = {
             "bootstrap_servers": sidecar.kafka.bootstrap_servers,
             "delay_topics": tuple(sidecar.delay_topics),
+            "dead_letter_topic": sidecar.dead_letter_topic,
             "rules": HeaderRules.from_settings(sidecar),
             "kafka_options": dict(sidecar.kafka.client),
             "late_after_ms": sidecar.store.tick_ms + 1_000,

@@ -31,6 +31,7 @@ lost            target topic does not exist                            missing
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -365,3 +366,51 @@ def test_a_message_sent_past_due_is_late_only_from_its_send_time(kafka: Any, spa
     totals = run_reconciliation(settings, spark=spark).totals
     assert (totals.delivered, totals.early, totals.late) == (3, 0, 1)
     assert (totals.lateness_p50_ms, totals.lateness_max_ms) == (40, 5_000)
+
+
+def test_an_expired_message_counts_as_expired_not_missing(kafka: Any, spark: Any) -> None:
+    """``delay-expire-after`` (contract/expiry.py): a message the sidecar dead-lettered as
+    ``expired`` is accounted for; one with no dead letter and no delivery is missing; a
+    dead letter of another reason, or of another origin, proves nothing."""
+    delay = kafka.create_topic("recon-expiry-delay")
+    target = kafka.create_topic("recon-expiry-target")
+    dlt = kafka.create_topic("recon-expiry-dlt")
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all"})
+    sent = time.time_ns() // 1_000_000 - 600_000
+    ids = ["delivered", "expired", "missing", "other-reason"]
+    for id in ids:
+        headers = _h(
+            delay_target_topic=target,
+            deliver_at_ms=str(sent + 1_000),
+            delay_id=id,
+            delay_expire_after="1s",
+        )
+        producer.produce(delay, b"v", timestamp=sent, headers=headers)
+    origin = f"{delay}/0/"
+    producer.produce(
+        target,
+        b"v",
+        timestamp=sent + 1_010,
+        headers=_delivery("delivered", sent + 1_000, f"{origin}0"),
+    )
+    for id, i, reason in (("expired", 1, "expired"), ("other-reason", 3, "target-unavailable")):
+        dead = [
+            *_delivery(id, sent + 1_000, f"{origin}{i}"),
+            ("delay-error", reason.encode()),
+            ("delay-error-detail", b"past its deadline"),
+        ]
+        producer.produce(dlt, b"v", timestamp=sent + 3_000, headers=dead)
+    assert producer.flush(30) == 0
+    settings = ReconcileSettings(
+        bootstrap_servers=kafka.bootstrap_servers,
+        delay_topics=(delay,),
+        target_topics=(target,),
+        dead_letter_topic=dlt,
+        output_dir=None,
+        progress=False,
+    )
+    totals = run_reconciliation(settings, spark=spark).totals
+    assert (totals.sent, totals.due, totals.delivered) == (4, 4, 1)
+    assert (totals.expired, totals.missing) == (1, 2)
+    without = run_reconciliation(dataclasses.replace(settings, dead_letter_topic=None), spark=spark)
+    assert (without.totals.expired, without.totals.missing) == (0, 3)
