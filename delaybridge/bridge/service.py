@@ -8,7 +8,8 @@ One loop turn (:meth:`Service.turn`):
    ``bridge/ownership.py``);
 3. ingest it: schedules into the stores, cancels to the cancel topic, bad input to the
    dead-letter topic (``bridge/ingest/ingestor.py``);
-4. apply cancels read from the cancel topic to every store (``bridge/cancels/ledger.py``);
+4. apply cancels read from the cancel topic to every store (``bridge/cancels/ledger.py``),
+   and run a bounded step of the prefix cancels' sweeps (``bridge/cancels/prefix.py``);
 5. restore a slice of every partition still restoring from its changelog
    (``bridge/state/restore_hook.py``), retry what failed and is due again
    (``bridge/produce/retry_queue.py``), then deliver what is due, within the in-flight
@@ -44,6 +45,7 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException, TopicPartition
 
 from delaybridge.bridge.admin.commands import AdminControl
+from delaybridge.bridge.cancels import prefix
 from delaybridge.bridge.cancels.feed import CancelFeed
 from delaybridge.bridge.cancels.horizon import CancelHorizon
 from delaybridge.bridge.cancels.ledger import CancelLedger
@@ -208,6 +210,7 @@ class Service:
         )
         self.changelog = state.changelog if state is not None else None
         removed = self.changelog.removed_by_store if self.changelog is not None else None
+        self._on_removed = removed
         self.ledger = CancelLedger(grace_ms, self.tally, on_removed=removed)
         owned: dict[PartKey, PartitionState] = {}
         self.commits.owned = owned
@@ -239,6 +242,7 @@ class Service:
             self.horizons,
             self._apply_here if self.horizons is not None else None,
             self._consumer_error,
+            self._prefix_over_cap,
         )
         self.scout = None
         if self.horizons is not None:
@@ -253,6 +257,7 @@ class Service:
                 self.horizons,
                 clock,
                 self._apply_here,
+                self._prefix_over_cap,
             )
         guard = None
         if poisoned is not None:
@@ -379,6 +384,8 @@ class Service:
         cancels = self.feed.poll(now_ms)  # 4
         if cancels:
             self.ledger.apply(self.partitions, cancels, now_ms)
+        budget = self.settings.cancels.prefix_sweep_entries
+        prefix.sweep(self.partitions, budget, self.tally, self._on_removed)
         if self.horizons is not None and self.scout is not None:
             self.scout.step(self._waiting())
             # Urgent: something is due that the horizon holds back. A tick already within
@@ -433,6 +440,10 @@ class Service:
     def _apply_here(self, requests: list[CancelRequest]) -> None:
         """Cancels read from an owned partition reach this process's stores at once."""
         self.ledger.apply(self.partitions, requests, self.clock.now_ms())
+
+    def _prefix_over_cap(self, request: CancelRequest) -> int | None:
+        """A prefix cancel's count here when above the cap (it is dead-lettered)."""
+        return prefix.over_cap(self.partitions, request, self.settings.cancels.prefix_confirm_above)
 
     def _feed_position(self, partition: int) -> int:
         return self.feed.position(partition)

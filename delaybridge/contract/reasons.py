@@ -38,6 +38,11 @@ class Reason(StrEnum):
     """Written by a consumer, not by the sidecar: ``delaybridge.client``'s ``retry_later``
     dead-letters a record whose last attempt failed (``RetryPolicy.max_attempts``); the
     detail says which attempt of how many, and the consumer's error."""
+    PREFIX_OVER_CAP = "prefix-over-cap"
+    """A ``delay-cancel-prefix`` whose prefix matches more pending messages in the
+    stores of the replica that read it than ``cancels.prefix_confirm_above``: a header
+    cannot confirm, so the bulk cancel is not applied (the admin API asks instead);
+    the detail gives the count and the cap (docs/design/cancels.md)."""
     INTERNAL_ERROR = "internal-error"
     """Handling the record raised something unexpected (a bug): it is kept, not lost."""
 

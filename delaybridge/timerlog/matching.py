@@ -169,17 +169,19 @@ class IdMatcher:
         """See :meth:`TimerStore.count_prefix`."""
         return self.sweeps.count(cancel, live_start, self.read, cap)
 
-    def screening(self) -> list[Cancel]:
-        """The prefix cancels whose sweep or wait is under way: due records are screened."""
-        running = [s.cancel for s in self.sweeps.running]
-        return running + [w.cancel for w in self.cancels.prefixes]
+    def screening(self) -> bool:
+        """Is a prefix cancel's sweep or wait under way (due records are screened)?
+        Allocates nothing: asked at every ``take_due``."""
+        return bool(self.sweeps.running or self.cancels.prefixes)
 
-    def screen(self, due: list[DueRecord], active: list[Cancel], live_start: int) -> None:
-        """Cancel, instead of handing out, the due records a prefix cancel of ``active``
-        applies to that its sweep has not reached yet; ``due`` is cut in place (it is
-        also the reader's in-flight batch). Each one is marked cancelled in the cancel
-        book (its entry found through the id index), so a restart that reads it again
-        skips it."""
+    def screen(self, due: list[DueRecord], live_start: int) -> None:
+        """Cancel, instead of handing out, the due records a running or waiting prefix
+        cancel applies to (its sweep may not have reached them yet); ``due`` is cut in
+        place (it is also the reader's in-flight batch). Each one is marked cancelled in
+        the cancel book (its entry found through the id index), so a restart that reads
+        it again skips it."""
+        active = [s.cancel for s in self.sweeps.running]
+        active += [w.cancel for w in self.cancels.prefixes]
         kept: list[DueRecord] = []
         for d in due:
             rec = d.record

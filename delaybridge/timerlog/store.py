@@ -237,8 +237,8 @@ class TimerStore:
         if until_ms is not None and until_ms < now_ms:
             now_ms = until_ms
         due = self.reader.take_due(max_records, now_ms)
-        if due and (active := self._matcher.screening()):
-            self._matcher.screen(due, active, self._flusher.live_start)  # prefix_sweep.py
+        if due and self._matcher.screening():
+            self._matcher.screen(due, self._flusher.live_start)  # prefix_sweep.py
             if not due:  # all cancelled: the reader's in-flight batch is gone
                 self.reader.inflight.pop()
         return due

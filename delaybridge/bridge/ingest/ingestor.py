@@ -55,6 +55,7 @@ from delaybridge.bridge.state.changelog import Changelog
 from delaybridge.connectors import headers_of, is_fatal
 from delaybridge.contract.classify import Cancel, Rejected, Run, ingest_batch
 from delaybridge.contract.dead_letters import dead_letter_headers
+from delaybridge.contract.names import DELAY_CANCEL_PREFIX
 from delaybridge.contract.reasons import Reason
 from delaybridge.contract.rules import HeaderRules
 from delaybridge.durable import NO_SPACE
@@ -89,11 +90,15 @@ class Ingestor:
         horizons: OwnHorizons | None = None,
         apply_here: Callable[[list[CancelRequest]], None] | None = None,
         on_fatal: Callable[[RdKafkaError], None] | None = None,
+        over_cap: Callable[[CancelRequest], int | None] | None = None,
     ) -> None:
         """``horizons``: told of every cancel written (the cancel horizon is on);
         ``apply_here``: applies a batch's cancels to this process's stores at once, so
         they need not come back from the cancel topic first (the horizon of an owned
-        partition is then where it is read, ``bridge/cancels/own_horizons.py``)."""
+        partition is then where it is read, ``bridge/cancels/own_horizons.py``);
+        ``over_cap``: the count of a prefix cancel above the cap, None when it may go
+        (``bridge/cancels/prefix.py``)."""
+        self._over_cap = over_cap
         self._changelog = changelog
         self._horizons = horizons
         self._apply_here = apply_here
@@ -150,9 +155,28 @@ class Ingestor:
             if rewind is not None and _offset(msg) >= rewind:
                 return  # read again after the rewind, with the run before it
             if isinstance(decision, Cancel):
-                self._publish_cancel(part, msg, decision)
+                refused = self._refused_prefix(msg, decision)
+                if refused is None:
+                    self._publish_cancel(part, msg, decision)
+                else:
+                    self._dead_letter(part, msg, refused)
             else:
                 self._dead_letter(part, msg, decision)
+
+    def _refused_prefix(self, msg: Message, cancel: Cancel) -> Rejected | None:
+        """A prefix cancel that matches more pending messages here than the cap, as the
+        dead letter it becomes (a header cannot confirm: ``bridge/cancels/prefix.py``)."""
+        if not cancel.prefix or self._over_cap is None:
+            return None
+        count = self._over_cap(cancel_request(msg, cancel))
+        if count is None:
+            return None
+        return Rejected(
+            Reason.PREFIX_OVER_CAP,
+            f"header {DELAY_CANCEL_PREFIX} {cancel.id[:200]!r}: more than {count - 1} pending "
+            "messages match in this replica's stores, above cancels.prefix_confirm_above; "
+            "cancel them through the admin API (it asks to confirm) or by narrower prefixes",
+        )
 
     def _store_run(self, part: PartitionState, run: Run | None) -> NoRoom | None:
         """Append a run; where to read again from, and what it needs, if the disk had
@@ -279,7 +303,8 @@ def _readable_headers(msg: Message) -> list[tuple[str, bytes | None]]:
 def cancel_request(msg: Message, cancel: Cancel, replace: bool = False) -> CancelRequest:
     """The cancel-topic record of a cancel read from ``msg``, or of the replace of the
     schedule ``msg`` holds: sent at the record's time, from its origin."""
-    return CancelRequest(cancel.id, cancel.target_topic, _origin(msg), msg.timestamp()[1], replace)
+    ts = msg.timestamp()[1]
+    return CancelRequest(cancel.id, cancel.target_topic, _origin(msg), ts, replace, cancel.prefix)
 
 
 def _offset(msg: Message) -> int:

@@ -52,9 +52,12 @@ class CancelScout:
         horizons: OwnHorizons,
         clock: Clock,
         apply_here: Callable[[list[CancelRequest]], None],
+        over_cap: Callable[[CancelRequest], int | None] | None = None,
     ) -> None:
         """``apply_here``: applies the cancels read to this process's stores at once,
-        as ingest does (``ingestor.py``)."""
+        as ingest does (``ingestor.py``); ``over_cap``: a prefix cancel it says is over
+        the cap is left alone (ingest dead-letters it when it reads it)."""
+        self._over_cap = over_cap
         self._apply_here = apply_here
         self._consumer = consumer
         self._rules = rules
@@ -89,7 +92,7 @@ class CancelScout:
                     self._publish(key, msg, Cancel(rec.id, rec.target_topic), replace=True)
         for key, writes in plan.later.items():
             for msg, decision in writes:
-                if isinstance(decision, Cancel):
+                if isinstance(decision, Cancel) and not self._refused(msg, decision):
                     self._publish(key, msg, decision)
         if self._requests:
             requests, self._requests = self._requests, []
@@ -100,6 +103,12 @@ class CancelScout:
                 if key in self._positions:
                     offset: Any = msg.offset()
                     self._positions[key] = max(self._positions[key], int(offset) + 1)
+
+    def _refused(self, msg: Message, cancel: Cancel) -> bool:
+        """A prefix cancel over the cap: not published (``bridge/cancels/prefix.py``)."""
+        if not cancel.prefix or self._over_cap is None:
+            return False
+        return self._over_cap(cancel_request(msg, cancel)) is not None
 
     def close(self) -> None:
         self._consumer.close()
