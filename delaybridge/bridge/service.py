@@ -284,6 +284,7 @@ class Service:
             self.flow,
             clock,
             self.reachability,
+            s.cancels.prefix_confirm_above,
         )
         self._checkpoint_ms = (
             s.delivery.transaction_interval_ms

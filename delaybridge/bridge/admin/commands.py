@@ -22,8 +22,9 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Message
 
 from delaybridge.bridge.admin import pending
-from delaybridge.bridge.admin.control import ControlTimeout
+from delaybridge.bridge.admin.control import ConfirmRequired, ControlTimeout
 from delaybridge.bridge.admin.status import partition_stats, record_json
+from delaybridge.bridge.cancels import prefix as prefixes
 from delaybridge.bridge.cancels.ledger import CancelLedger
 from delaybridge.bridge.cancels.requests import CancelRequest
 from delaybridge.bridge.flow import Direction, FlowControl
@@ -94,8 +95,11 @@ class AdminControl:
         flow: FlowControl,
         clock: Clock,
         reachability: KafkaReachability,
+        confirm_above: int = prefixes.DEFAULT_CONFIRM_ABOVE,
     ) -> None:
+        """``confirm_above``: ``cancels.prefix_confirm_above``."""
         self.commands = CommandQueue()
+        self._confirm_above = confirm_above
         self._group_id = group_id
         self._cancel_topic = cancel_topic
         self._partitions = partitions
@@ -174,22 +178,46 @@ class AdminControl:
         def do() -> dict[str, Any]:
             request = CancelRequest(id, target_topic, "admin-api")
             (matched,) = self._ledger.apply(self._partitions, [request], self._clock.now_ms())
-            topic = self._cancel_topic
-
-            def on_delivery(err: RdKafkaError | None, _msg: Message | None) -> None:
-                if err is not None:
-                    log.error("admin cancel of %r not published to %r: %s", id, topic, err.str())
-
-            # Queued, not awaited: the owner thread must not block on the broker here.
-            queued = self._outbox.send(topic, request.encode(), id.encode(), None, on_delivery)
             return {
                 "id": id,
                 "target_topic": target_topic,
-                "published": "queued" if queued else "not queued: producer queue full",
+                "published": self._publish(request, f"admin cancel of {id!r}"),
                 "matched_here": matched,
             }
 
         return self.commands.call(do)
+
+    def cancel_prefix(
+        self, prefix: str, target_topic: str | None, confirm: int | None
+    ) -> dict[str, Any]:
+        def do() -> dict[str, Any]:
+            now_ms = self._clock.now_ms()  # sent now: it takes what was sent before
+            request = CancelRequest(prefix, target_topic, "admin-api", now_ms, prefix=True)
+            count = prefixes.matching(self._partitions, request, None)
+            if count > self._confirm_above and (confirm is None or confirm < count):
+                raise ConfirmRequired(count, self._confirm_above)
+            self._ledger.apply(self._partitions, [request], now_ms)
+            queued = self._publish(request, f"admin cancel of prefix {prefix!r}")
+            return {
+                "id_prefix": prefix,
+                "target_topic": target_topic,
+                "count": count,
+                "published": queued,
+            }
+
+        return self.commands.call(do)
+
+    def _publish(self, request: CancelRequest, what: str) -> str:
+        """Queue ``request`` to the cancel topic (never awaited: the owner thread must
+        not block on the broker here); what the answer says of it."""
+        topic = self._cancel_topic
+
+        def on_delivery(err: RdKafkaError | None, _msg: Message | None) -> None:
+            if err is not None:
+                log.error("%s not published to %r: %s", what, topic, err.str())
+
+        queued = self._outbox.send(topic, request.encode(), request.id.encode(), None, on_delivery)
+        return "queued" if queued else "not queued: producer queue full"
 
     def list_pending(self, query: pending.PendingQuery) -> dict[str, Any]:
         return self.commands.call(lambda: pending.list_replica(self._partitions, query))

@@ -11,8 +11,9 @@ Endpoints (docs/operations.md has curl examples):
 - ``GET /readyz`` — 200 once partitions are assigned and stores recovered, else 503
   with the reason; either way with ``conditions`` an operator should know of (ingest
   paused for want of disk space) when there are any.
-- ``/admin/...`` — stats, message look-up and cancel, pause/resume, the listing of
-  pending messages and their counts (``bridge/admin/pending.py``); requires
+- ``/admin/...`` — stats, message look-up and cancel (by id, or in bulk by id prefix:
+  ``DELETE /admin/messages?id_prefix=``, 409 above the cap until confirmed),
+  pause/resume, the listing of pending messages and their counts (``bridge/admin/pending.py``); requires
   ``Authorization: Bearer <token>`` whenever a token is configured, checked before
   routing so an unauthenticated caller learns nothing about paths.
 
@@ -35,7 +36,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from delaybridge.bridge.admin import pending
-from delaybridge.bridge.admin.control import BadRequest, Control, ControlTimeout
+from delaybridge.bridge.admin.control import (
+    BadRequest,
+    ConfirmRequired,
+    Control,
+    ControlTimeout,
+)
 from delaybridge.bridge.flow import Direction
 from delaybridge.errors import DelayBridgeError
 
@@ -92,7 +98,7 @@ class Router:
             "/admin/paused": {"GET": self._paused},
             "/admin/pause": {"POST": self._pause},
             "/admin/resume": {"POST": self._resume},
-            "/admin/messages": {"GET": self._list},
+            "/admin/messages": {"GET": self._list, "DELETE": self._cancel_prefix},
             "/admin/pending": {"GET": self._pending},
         }
 
@@ -102,6 +108,9 @@ class Router:
             return self._dispatch(request)
         except BadRequest as exc:
             return error_response(HTTPStatus.BAD_REQUEST, str(exc), parameter=exc.parameter)
+        except ConfirmRequired as exc:
+            doc = {"error": str(exc), "count": exc.count, "confirm_above": exc.cap}
+            return json_response(HTTPStatus.CONFLICT, doc)
         except ControlTimeout as exc:
             return error_response(HTTPStatus.SERVICE_UNAVAILABLE, str(exc))
         except DelayBridgeError as exc:
@@ -190,6 +199,20 @@ class Router:
     def _list(self, request: Request) -> Response:
         query = pending.parse_query(_params(request, *pending.LIST_PARAMETERS))
         return json_response(HTTPStatus.OK, self._control.list_pending(query))
+
+    def _cancel_prefix(self, request: Request) -> Response:
+        """``DELETE /admin/messages?id_prefix=P[&target_topic=T][&confirm=N]``: a bulk
+        cancel; above the cap, 409 with the count until ``confirm`` is at least it."""
+        params = _params(request, "id_prefix", "target_topic", "confirm")
+        prefix = params.get("id_prefix", "")
+        if not prefix.strip():
+            raise BadRequest("id_prefix", "id_prefix must be given and not empty")
+        target = params.get("target_topic")
+        if target == "":
+            raise BadRequest("target_topic", "target_topic must not be empty")
+        confirm = pending.parse_int(params, "confirm")
+        result = self._control.cancel_prefix(prefix, target, confirm)
+        return json_response(HTTPStatus.OK, result)
 
     def _pending(self, request: Request) -> Response:
         start = pending.parse_int(_params(request, "start_ms"), "start_ms")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.unit.bridge.sidecar_kit import DELAY, DLT, FakeSidecar, header_text, schedule
+from delaybridge.connectors import header_text
+from tests.unit.bridge.sidecar_kit import DELAY, DLT, FakeSidecar, schedule
 
 
 def delivered_ids(side: FakeSidecar) -> list[str]:
