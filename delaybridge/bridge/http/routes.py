@@ -13,9 +13,10 @@ Endpoints (docs/operations.md has curl examples):
   paused for want of disk space) when there are any.
 - ``/admin/...`` — stats, message look-up and cancel (by id, or in bulk by id prefix:
   ``DELETE /admin/messages?id_prefix=``, 409 above the cap until confirmed),
-  pause/resume, the listing of pending messages and their counts (``bridge/admin/pending.py``); requires
-  ``Authorization: Bearer <token>`` whenever a token is configured, checked before
-  routing so an unauthenticated caller learns nothing about paths.
+  pause/resume, the listing of pending messages and their counts
+  (``bridge/admin/pending.py``); requires ``Authorization: Bearer <token>`` whenever a
+  token is configured, checked before routing so an unauthenticated caller learns
+  nothing about paths.
 
 Errors are JSON ``{"error": ...}``; a bad parameter adds ``"parameter": <name>``.
 """
