@@ -365,3 +365,52 @@ def test_a_message_sent_past_due_is_late_only_from_its_send_time(kafka: Any, spa
     totals = run_reconciliation(settings, spark=spark).totals
     assert (totals.delivered, totals.early, totals.late) == (3, 0, 1)
     assert (totals.lateness_p50_ms, totals.lateness_max_ms) == (40, 5_000)
+
+
+def test_a_prefix_cancelled_message_counts_as_cancelled_not_missing(kafka: Any, spark: Any) -> None:
+    """``delay-cancel-prefix`` (issue 27): the messages whose id starts with the prefix
+    and were sent before it are cancelled, in whichever partition; one sent after it, or
+    with another id, is owed and delivered."""
+    delay = kafka.create_topic("recon-prefix-delay", partitions=2)
+    target = kafka.create_topic("recon-prefix-target")
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all"})
+    sent = time.time_ns() // 1_000_000 - 600_000
+    offsets = [0, 0]
+    cases = [  # id, partition, sent at, delivered?
+        ("acme/1", 0, sent, False),
+        ("acme/2", 1, sent, False),
+        ("acme/late", 0, sent + 2_000, True),  # sent after the cancel
+        ("other/1", 1, sent, True),
+    ]
+    for id, partition, at, delivered in cases:
+        headers = _h(delay_target_topic=target, deliver_at_ms=str(sent + 60_000), delay_id=id)
+        producer.produce(delay, b"v", partition=partition, timestamp=at, headers=headers)
+        origin = f"{delay}/{partition}/{offsets[partition]}"
+        offsets[partition] += 1
+        if delivered:
+            due = str(sent + 60_000)
+            producer.produce(
+                target,
+                b"v",
+                timestamp=sent + 60_020,
+                headers=[
+                    ("delay-id", id.encode()),
+                    ("delay-origin", origin.encode()),
+                    ("delay-due-ms", due.encode()),
+                ],
+            )
+    cancel = _h(delay_cancel_prefix="acme/")
+    producer.produce(delay, b"", partition=1, timestamp=sent + 1_000, headers=cancel)
+    assert producer.flush(30) == 0
+    settings = ReconcileSettings(
+        bootstrap_servers=kafka.bootstrap_servers,
+        delay_topics=(delay,),
+        target_topics=(target,),
+        output_dir=None,
+        progress=False,
+    )
+    report = run_reconciliation(settings, spark=spark)
+    t = report.totals
+    assert (t.sent, t.cancelled, t.due, t.delivered, t.missing) == (4, 2, 2, 2, 0)
+    assert (t.early, t.cancel_ignored) == (0, 0)
+    assert report.exit_code == EXIT_OK
