@@ -57,6 +57,7 @@ Read = Callable[[int], TimerRecord | None]
 
 DEFAULT_BUDGET = 65_536
 """Timer-log entries a sweep examines per loop turn (docs/benchmarks.md)."""
+STEP = DEFAULT_BUDGET
 TAKE_PER_STEP = 1_024
 """Messages a sweep takes per loop turn at most, however dense the prefix."""
 _TYPE_AT = commit_record.TYPE_AT
@@ -127,7 +128,8 @@ class Sweeps:
         pending: docs/benchmarks.md, "Cancel by id prefix")."""
         found = 0
         limit = None if cap is None else cap + 1
-        for first, entries in self.timer.chunks(live_start, self.timer.end, check=False):
+        chunks = self.timer.chunks(live_start, self.timer.end, check=False, chunk_entries=STEP)
+        for first, entries in chunks:  # a step's size: its temporaries stay in the caches
             left = None if limit is None else limit - found
             found += self._scan(cancel, first, entries, read, None, left)[0]
             if limit is not None and found >= limit:
