@@ -97,6 +97,8 @@ class IdMatcher:
         candidates = self.timer.find_ids(live_start, by_id)
         for j, cancel in enumerate(cancels):
             if cancel.prefix:  # no index answers a prefix: a paced sweep (prefix_sweep.py)
+                if self._known(cancel):
+                    continue  # applied at ingest, back from the cancel topic: swept already
                 self.sweeps.start(cancel, live_start)
                 if cancel.sent_ms is not None and self.grace_ms > 0:
                     self.cancels.wait(cancel, now_ms + self.grace_ms, False)
@@ -168,6 +170,14 @@ class IdMatcher:
     def count_prefix(self, cancel: Cancel, live_start: int, cap: int | None) -> int:
         """See :meth:`TimerStore.count_prefix`."""
         return self.sweeps.count(cancel, live_start, self.read, cap)
+
+    def _known(self, cancel: Cancel) -> bool:
+        """Is this prefix cancel sweeping or waiting here already (applied twice: by the
+        ingest that read it, then by the cancel feed)? The second sweep would take
+        nothing the first one does not."""
+        return any(s.cancel == cancel for s in self.sweeps.running) or any(
+            w.cancel == cancel for w in self.cancels.prefixes
+        )
 
     def screening(self) -> bool:
         """Is a prefix cancel's sweep or wait under way (due records are screened)?

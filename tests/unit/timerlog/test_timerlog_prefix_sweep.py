@@ -177,3 +177,17 @@ def test_exactly_the_ids_with_the_prefix_sent_before_the_cancel_are_removed(
         assert store.stats().cancelled_total == len(expected_gone)
     finally:
         store.close()
+
+
+def test_the_same_prefix_cancel_applied_twice_sweeps_once(graced_store: TimerStore) -> None:
+    # Ingest applies it at once; the cancel feed brings it back from the cancel topic.
+    store = graced_store
+    store.append([sent(f"d-{n}", START_MS, n) for n in range(10)])
+    cancel = Cancel("d-", None, START_MS + 10, prefix=True)
+    store.cancel([cancel])
+    store.cancel([cancel])
+    assert len(store._matcher.sweeps.running) == 1
+    assert store.stats().waiting_cancels == 1
+    assert sweep_all(store) == 10
+    store.cancel([cancel])  # after its sweep, while it waits: nothing to do again
+    assert not store.sweeping
