@@ -211,6 +211,10 @@ class Service:
         self.changelog = state.changelog if state is not None else None
         removed = self.changelog.removed_by_store if self.changelog is not None else None
         self._on_removed = removed
+        cancels = s.cancels
+        self.prefix_checks = prefix.PrefixChecks(
+            cancels.prefix_confirm_above, cancels.prefix_sweep_entries, self._stores
+        )
         self.ledger = CancelLedger(grace_ms, self.tally, on_removed=removed)
         owned: dict[PartKey, PartitionState] = {}
         self.commits.owned = owned
@@ -242,7 +246,7 @@ class Service:
             self.horizons,
             self._apply_here if self.horizons is not None else None,
             self._consumer_error,
-            self._prefix_over_cap,
+            self.prefix_checks,
         )
         self.scout = None
         if self.horizons is not None:
@@ -257,7 +261,7 @@ class Service:
                 self.horizons,
                 clock,
                 self._apply_here,
-                self._prefix_over_cap,
+                self.prefix_checks,
             )
         guard = None
         if poisoned is not None:
@@ -284,7 +288,7 @@ class Service:
             self.flow,
             clock,
             self.reachability,
-            s.cancels.prefix_confirm_above,
+            self.prefix_checks,
         )
         self._checkpoint_ms = (
             s.delivery.transaction_interval_ms
@@ -386,6 +390,7 @@ class Service:
         if cancels:
             self.ledger.apply(self.partitions, cancels, now_ms)
         budget = self.settings.cancels.prefix_sweep_entries
+        self.prefix_checks.step()
         prefix.sweep(self.partitions, budget, self.tally, self._on_removed)
         if self.horizons is not None and self.scout is not None:
             self.scout.step(self._waiting())
@@ -436,15 +441,18 @@ class Service:
         if self.scout is not None:
             for key, offset in self.scout.positions().items():
                 read[key] = max(read.get(key, -1), offset)
+        for key, offset in self.prefix_checks.held().items():  # not applied yet: unread
+            if key in read:
+                read[key] = min(read[key], offset)
         return read
 
     def _apply_here(self, requests: list[CancelRequest]) -> None:
         """Cancels read from an owned partition reach this process's stores at once."""
         self.ledger.apply(self.partitions, requests, self.clock.now_ms())
 
-    def _prefix_over_cap(self, request: CancelRequest) -> int | None:
-        """A prefix cancel's count here when above the cap (it is dead-lettered)."""
-        return prefix.over_cap(self.partitions, request, self.settings.cancels.prefix_confirm_above)
+    def _stores(self) -> Partitions:
+        """The partitions whose stores a prefix cancel's count covers."""
+        return self.partitions
 
     def _feed_position(self, partition: int) -> int:
         return self.feed.position(partition)
@@ -558,6 +566,8 @@ class Service:
             wake = now + min(tick_ms, HORIZON_WAIT_MS)
         if self.outbox.in_flight or any(p.pipeline.held for p in self.partitions):
             return 0.005
+        if self.prefix_checks.busy or any(p.store.sweeping for p in self.partitions):
+            return 0.0  # a step per turn (bridge/cancels/prefix.py): turn on at once
         retry = self.retries.next_ms()
         if retry is not None:
             wake = min(wake, retry)

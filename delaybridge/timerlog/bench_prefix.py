@@ -3,10 +3,11 @@
 1. Fill a store exactly as ``bench listing`` does (``bench_listing.fill_store``): N
    pending messages, ids ``<hex digit>-order-<n>``, 10 % beyond the one-day window.
 2. Time, each ``repeat`` times (median and max):
-   - the *count* of a rare prefix (about a hundred matches in N): the whole vectorized
-     pass that the header path and the admin API make before a bulk cancel;
-   - the count of a prefix matching 1/16 of the store, stopped at the default cap
-     (1,000): what a refused request costs;
+   - the *count* of a rare prefix (about a hundred matches in N) against the default cap
+     (1,000), in steps of ``budget`` entries as the sidecar runs it before a bulk cancel
+     (``bridge/cancels/prefix.py``): the whole store is walked;
+   - the count of a prefix matching 1/16 of the store: stopped past the cap, what a
+     refused request costs;
 3. Sweep the rare prefix, then a 1/16 prefix, to the end in steps of ``budget`` entries
    (the loop turn's share, ``cancels.prefix_sweep_entries``): each step timed (median,
    max: what one loop turn's deliveries may wait), the number of steps and the total.
@@ -70,20 +71,14 @@ def run_prefix(
         sent = clock.now_ms() + 1  # after every message: the rule lets each one go
         rare = f"5-order-{pending // 3}"[:-2]
         wide = "a-"
+        rare_cancel = Cancel(rare, None, sent, prefix=True)
+        wide_cancel = Cancel(wide, None, sent, prefix=True)
         counts = [
-            (
-                f"count, rare prefix {rare!r} (whole pass)",
-                Cancel(rare, None, sent, prefix=True),
-                None,
-            ),
-            (
-                f"count, prefix {wide!r} (1/16), cap {CAP:,}",
-                Cancel(wide, None, sent, prefix=True),
-                CAP,
-            ),
+            (f"count, rare prefix {rare!r}, cap {CAP:,}: step", rare_cancel, CAP),
+            (f"count, prefix {wide!r} (1/16), cap {CAP:,}: step", wide_cancel, CAP),
         ]
         for name, cancel, cap in counts:
-            result.timings.append(_count(store, name, cancel, cap, repeat))
+            result.timings.append(_count(store, name, cancel, cap, budget, repeat))
         for prefix in (rare, wide):
             name = f"sweep {prefix!r}, one step of {budget:,} entries"
             result.timings.append(
@@ -96,15 +91,32 @@ def run_prefix(
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _count(store: TimerStore, name: str, cancel: Cancel, cap: int | None, repeat: int) -> Timing:
-    samples = []
+def _count(
+    store: TimerStore, name: str, cancel: Cancel, cap: int | None, budget: int, repeat: int
+) -> Timing:
+    """The count as the sidecar runs it: a step of ``budget`` entries per loop turn
+    (``bridge/cancels/prefix.py``): the steps' median and max, their number, the total."""
+    steps: list[float] = []
+    totals: list[float] = []
     found = 0
     for _ in range(repeat):
         store.release_pages()  # the sidecar drops mapped pages too: not all in RSS
+        count = store.start_count(cancel, cap)
         t0 = time.perf_counter()
-        found = store.count_prefix(cancel, cap)
-        samples.append((time.perf_counter() - t0) * 1000)
-    return Timing(name, round(statistics.median(samples), 2), round(max(samples), 2), found)
+        while not count.done:
+            s0 = time.perf_counter()
+            store.count_step(count, budget)
+            steps.append((time.perf_counter() - s0) * 1000)
+        totals.append(time.perf_counter() - t0)
+        found = count.found
+    return Timing(
+        name,
+        round(statistics.median(steps), 2),
+        round(max(steps), 2),
+        found,
+        len(steps) // repeat,
+        round(statistics.median(totals), 2),
+    )
 
 
 def _sweep(store: TimerStore, name: str, cancel: Cancel, budget: int) -> Timing:

@@ -32,7 +32,7 @@ from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import timer_entry
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.commit_log import CommitLog
-from delaybridge.timerlog.prefix_sweep import Sweeps
+from delaybridge.timerlog.prefix_sweep import Count, Sweeps
 from delaybridge.timerlog.reader import Reader
 from delaybridge.timerlog.records import Cancel, DamagedRecord, DueRecord, TimerRecord
 from delaybridge.timerlog.replace_waits import Origin, ReplaceWaits
@@ -178,6 +178,10 @@ class IdMatcher:
         return any(s.cancel == cancel for s in self.sweeps.running) or any(
             w.cancel == cancel for w in self.cancels.prefixes
         )
+
+    def count_step(self, count: Count, budget: int, live_start: int) -> int:
+        """See :meth:`TimerStore.count_step`."""
+        return self.sweeps.count_step(count, budget, live_start, self.read)
 
     def screening(self) -> bool:
         """Is a prefix cancel's sweep or wait under way (due records are screened)?

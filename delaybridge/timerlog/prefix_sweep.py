@@ -80,6 +80,20 @@ class Sweep:
     """Messages it cancelled so far."""
 
 
+@dataclass(slots=True)
+class Count:
+    """A count of what one prefix cancel would take, made a step at a time
+    (:meth:`Sweeps.count_step`): the header path's check against the cap."""
+
+    cancel: Cancel
+    next_index: int
+    """The first timer-log entry not examined yet."""
+    limit: int | None
+    """Stop once this many are found (the cap + 1); None: count all."""
+    found: int = 0
+    done: bool = False
+
+
 class Sweeps:
     """The prefix cancels sweeping one store, and the counting of what one would take."""
 
@@ -120,6 +134,23 @@ class Sweeps:
             if stop >= self.timer.end:
                 self.running.pop(0)
         return taken
+
+    def count_step(self, count: Count, budget: int, live_start: int, read: Read) -> int:
+        """Advance ``count`` by up to ``budget`` entries; returns how many it examined.
+        It is done at the log's end (as it is then) or at its limit."""
+        start = max(count.next_index, live_start)
+        stop = min(self.timer.end, start + budget)
+        if start < stop:
+            left = None if count.limit is None else count.limit - count.found
+            entries = self.timer.read(start, stop, False)
+            found, examined = self._scan(count.cancel, start, entries, read, None, left)
+            count.found += found
+            stop = start + examined
+        count.next_index = stop
+        count.done = stop >= self.timer.end or (
+            count.limit is not None and count.found >= count.limit
+        )
+        return stop - start
 
     def count(self, cancel: Cancel, live_start: int, read: Read, cap: int | None) -> int:
         """How many pending messages ``cancel`` would take now, counting no further than

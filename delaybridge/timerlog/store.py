@@ -30,6 +30,7 @@ from delaybridge.timerlog.durability import Flusher
 from delaybridge.timerlog.errors import DelayTooLong
 from delaybridge.timerlog.marks import StoreMarks
 from delaybridge.timerlog.matching import IdMatcher, Pending
+from delaybridge.timerlog.prefix_sweep import Count
 from delaybridge.timerlog.quarantine import Quarantine
 from delaybridge.timerlog.reader import Reader
 from delaybridge.timerlog.records import (
@@ -214,6 +215,16 @@ class TimerStore:
         same rule as :meth:`cancel`), counting no further than ``cap + 1``: a vectorized
         pass over the live timer log, on the caller's turn (:mod:`prefix_sweep`)."""
         return self._matcher.count_prefix(cancel, self._flusher.live_start, cap)
+
+    def start_count(self, cancel: Cancel, cap: int | None = None) -> Count:
+        """A count of :meth:`count_prefix`, to run a step at a time (:meth:`count_step`)."""
+        return Count(cancel, self._flusher.live_start, None if cap is None else cap + 1)
+
+    def count_step(self, count: Count, budget: int) -> int:
+        """Advance ``count`` over up to ``budget`` timer-log entries (``count.done`` when
+        finished); returns the entries examined. Same answer as :meth:`count_prefix`,
+        without a whole pass on one turn."""
+        return self._matcher.count_step(count, budget, self._flusher.live_start)
 
     def lookup(self, id: str) -> TimerRecord | None:
         """The pending message with this id, or None (a search of the id index)."""

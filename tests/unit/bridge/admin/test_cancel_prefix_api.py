@@ -5,6 +5,7 @@ topic, the messages never delivered."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,4 +87,26 @@ def test_the_sidecar_counts_applies_and_publishes(tmp_path: Path) -> None:
     side.turns(3, advance_ms=3_000)
     assert [h["delay-id"] for h in side.delivered()] == ["other/1"]
     assert sorted(m.key() for m in side.cancels()) == [b"acme/", b"acme/1"]
+    side.stop()
+
+
+def test_from_the_http_thread_the_count_runs_a_step_per_loop_turn(tmp_path: Path) -> None:
+    side = FakeSidecar(tmp_path, cancels={"prefix_sweep_entries": 3})
+    for n in range(30):
+        side.send(schedule(f"t/{n}", 60_000), partition=n % 2)
+    side.turns(3)
+    answers: list[dict[str, object]] = []
+    http = threading.Thread(
+        target=lambda: answers.append(side.service.control.cancel_prefix("t/", None, 30))
+    )
+    http.start()
+    turns = 0
+    while http.is_alive() and turns < 200:
+        side.turns(1)
+        turns += 1
+    http.join(5)
+    assert answers and answers[0]["count"] == 30
+    assert turns >= 30 // 3  # paced: at most 3 entries a turn
+    side.turns(40)
+    assert sum(p.store.stats().pending for p in side.service.partitions) == 0
     side.stop()

@@ -89,3 +89,37 @@ def test_the_changelog_forgets_what_a_prefix_cancel_took(tmp_path: Path) -> None
     assert len(tombstones) == 1
     assert side.service.partitions.by_key[(DELAY, 0)].store.lookup("gone-1") is None
     side.stop()
+
+
+def test_the_count_is_paced_and_what_falls_due_meanwhile_waits_for_it(tmp_path: Path) -> None:
+    # 4 entries per turn: the count of 40 messages takes turns. Meanwhile the record's
+    # offset is not committed, nothing is published, and its partition's cancel horizon
+    # stays at the record: the messages falling due wait for the decision, then go.
+    side = FakeSidecar(tmp_path, cancels={"prefix_sweep_entries": 4})
+    due_ms = side.clock.now_ms() + 300
+    for n in range(40):
+        side.send(schedule(f"p-{n:02d}", 300), partition=n % 2)
+    side.turns(2)
+    side.checkpoint()
+    side.clock.advance(10)
+    offset = side.send([("delay-cancel-prefix", "p-")], partition=1)
+    side.turns(1)
+    checks = side.service.prefix_checks
+    assert checks.held() == {(DELAY, 1): offset}
+    assert side.cancels() == []
+    turns = 1
+    while checks.held():
+        side.turns(1, advance_ms=50)  # their due time passes meanwhile
+        side.checkpoint()
+        committed = side.committed(1)
+        if checks.held():  # still counting: the record is not committed past
+            assert committed is None or committed <= offset
+            assert side.delivered() == [] and side.cancels() == []
+        turns += 1
+        assert turns < 100
+    assert turns > 3  # paced: more than one turn
+    assert side.clock.now_ms() > due_ms  # they fell due while it was counted
+    side.turns(3, advance_ms=1_000)
+    assert side.delivered() == []
+    assert [m.key() for m in side.cancels()] == [b"p-"]
+    side.stop()
