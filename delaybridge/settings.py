@@ -147,8 +147,8 @@ class CancelSettings(_Section):
     # prefix-over-cap (counted in the stores of the replica that reads it:
     # docs/design/cancels.md).
     prefix_confirm_above: int = Field(default=1_000, ge=0)
-    # Timer-log entries a prefix cancel's sweep examines per store per loop turn
-    # (~10 ms per 65,536 at 10M pending, docs/benchmarks.md).
+    # Timer-log entries a prefix cancel's count, and then its sweep, examine per loop
+    # turn (a few ms per 65,536 at 10M pending, docs/benchmarks.md).
     prefix_sweep_entries: int = Field(default=65_536, gt=0)
 
 

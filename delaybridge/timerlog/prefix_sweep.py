@@ -154,9 +154,8 @@ class Sweeps:
 
     def count(self, cancel: Cancel, live_start: int, read: Read, cap: int | None) -> int:
         """How many pending messages ``cancel`` would take now, counting no further than
-        ``cap + 1`` (None: all). A whole pass at once, on the caller's turn: the admin
-        API's and the header path's question before a bulk cancel (its cost at 10M
-        pending: docs/benchmarks.md, "Cancel by id prefix")."""
+        ``cap + 1`` (None: all). A whole pass at once, on the caller's turn: for tools
+        and tests; the sidecar counts a step per loop turn (:meth:`count_step`)."""
         found = 0
         limit = None if cap is None else cap + 1
         chunks = self.timer.chunks(live_start, self.timer.end, check=False, chunk_entries=STEP)

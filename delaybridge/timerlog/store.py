@@ -212,8 +212,9 @@ class TimerStore:
 
     def count_prefix(self, cancel: Cancel, cap: int | None = None) -> int:
         """How many pending messages the prefix cancel ``cancel`` would take now (the
-        same rule as :meth:`cancel`), counting no further than ``cap + 1``: a vectorized
-        pass over the live timer log, on the caller's turn (:mod:`prefix_sweep`)."""
+        same rule as :meth:`cancel`), counting no further than ``cap + 1``: a whole
+        vectorized pass over the live timer log at once (tools, tests; the sidecar
+        counts a step per loop turn: :meth:`start_count`)."""
         return self._matcher.count_prefix(cancel, self._flusher.live_start, cap)
 
     def start_count(self, cancel: Cancel, cap: int | None = None) -> Count:
