@@ -197,13 +197,16 @@ class AdminControl:
         return self.commands.call(do)
 
     def cancel_prefix(
-        self, prefix: str, target_topic: str | None, confirm: int | None
+        self, prefix: str, target_topic: str | None, confirm: int | None, dry_run: bool = False
     ) -> dict[str, Any]:
         """Counted a step per loop turn (``bridge/cancels/prefix.py``), then decided on
         the owner thread; this thread waits for the answer (up to the control timeout)."""
         answer: Future[dict[str, Any]] = Future()
 
         def decide(request: CancelRequest, count: int) -> None:
+            if dry_run:
+                answer.set_result({"id_prefix": prefix, "count": count, "dry_run": True})
+                return
             if count > self._confirm_above and (confirm is None or confirm < count):
                 answer.set_exception(ConfirmRequired(count, self._confirm_above))
                 return

@@ -85,13 +85,14 @@ class Control(Protocol):
         ...
 
     def cancel_prefix(
-        self, prefix: str, target_topic: str | None, confirm: int | None
+        self, prefix: str, target_topic: str | None, confirm: int | None, dry_run: bool = False
     ) -> dict[str, Any]:
         """Cancel the pending messages whose id starts with ``prefix`` (optionally only
         those bound for ``target_topic``) sent before this call, here and, through the
         cancel topic, on every replica; the result gives ``count``, what this replica's
         stores held. Raises :class:`ConfirmRequired` when that count is above the cap and
-        ``confirm`` is not at least it (``bridge/cancels/prefix.py``)."""
+        ``confirm`` is not at least it (``bridge/cancels/prefix.py``). ``dry_run``: only
+        count (the console asks every replica first, then confirms the total)."""
         ...
 
     def list_pending(self, query: PendingQuery) -> dict[str, Any]:

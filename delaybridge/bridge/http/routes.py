@@ -203,8 +203,9 @@ class Router:
 
     def _cancel_prefix(self, request: Request) -> Response:
         """``DELETE /admin/messages?id_prefix=P[&target_topic=T][&confirm=N]``: a bulk
-        cancel; above the cap, 409 with the count until ``confirm`` is at least it."""
-        params = _params(request, "id_prefix", "target_topic", "confirm")
+        cancel; above the cap, 409 with the count until ``confirm`` is at least it;
+        ``dry_run=true``: the count only, nothing cancelled (never 409)."""
+        params = _params(request, "id_prefix", "target_topic", "confirm", "dry_run")
         prefix = params.get("id_prefix", "")
         if not prefix.strip():
             raise BadRequest("id_prefix", "id_prefix must be given and not empty")
@@ -212,7 +213,10 @@ class Router:
         if target == "":
             raise BadRequest("target_topic", "target_topic must not be empty")
         confirm = pending.parse_int(params, "confirm")
-        result = self._control.cancel_prefix(prefix, target, confirm)
+        dry_run = params.get("dry_run", "false")
+        if dry_run not in ("true", "false"):
+            raise BadRequest("dry_run", f"dry_run must be true or false, not {dry_run!r}")
+        result = self._control.cancel_prefix(prefix, target, confirm, dry_run == "true")
         return json_response(HTTPStatus.OK, result)
 
     def _pending(self, request: Request) -> Response:

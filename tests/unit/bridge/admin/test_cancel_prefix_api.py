@@ -36,6 +36,12 @@ def test_the_count_is_returned(client: Client, control: FakeControl) -> None:
     assert control.prefix_cancels == [("x", "orders")]
 
 
+def test_a_dry_run_counts_and_cancels_nothing(client: Client, control: FakeControl) -> None:
+    reply = client("DELETE", "/admin/messages?id_prefix=o-&dry_run=true", TOKEN)
+    assert (reply.status, reply.json()["count"]) == (200, CONFIRM_ABOVE + 1)  # never 409
+    assert control.prefix_cancels == []
+
+
 def test_above_the_cap_it_asks_for_confirmation(client: Client, control: FakeControl) -> None:
     reply = client("DELETE", "/admin/messages?id_prefix=o-", TOKEN)
     assert reply.status == 409
@@ -59,6 +65,7 @@ def test_above_the_cap_it_asks_for_confirmation(client: Client, control: FakeCon
         ("?id_prefix=o-&target_topic=", "target_topic"),
         ("?id_prefix=o-&confirm=all", "confirm"),
         ("?id_prefix=o-&id=x", "id"),
+        ("?id_prefix=o-&dry_run=yes", "dry_run"),
     ],
 )
 def test_bad_parameters_are_400_naming_them(
@@ -76,6 +83,7 @@ def test_the_sidecar_counts_applies_and_publishes(tmp_path: Path) -> None:
     side.send(schedule("other/1", 2_000))
     side.turns(3)
     control = side.service.control
+    assert control.cancel_prefix("acme/", None, None, dry_run=True)["count"] == 3
     with pytest.raises(ConfirmRequired) as refused:
         control.cancel_prefix("acme/", None, None)
     assert refused.value.count == 3

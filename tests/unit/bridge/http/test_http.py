@@ -64,10 +64,12 @@ class FakeControl:
         return {"id": id, "cancelled": id in self.messages}
 
     def cancel_prefix(
-        self, prefix: str, target_topic: str | None, confirm: int | None
+        self, prefix: str, target_topic: str | None, confirm: int | None, dry_run: bool = False
     ) -> dict[str, Any]:
         """As the service does: above CONFIRM_ABOVE, 409 until ``confirm`` covers it."""
         count = sum(1 for id in self.messages if id.startswith(prefix))
+        if dry_run:
+            return {"id_prefix": prefix, "count": count, "dry_run": True}
         if count > CONFIRM_ABOVE and (confirm is None or confirm < count):
             raise ConfirmRequired(count, CONFIRM_ABOVE)
         self.prefix_cancels.append((prefix, target_topic))

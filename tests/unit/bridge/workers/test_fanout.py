@@ -71,7 +71,7 @@ class Worker:
         return {"id": id, "matched_here": int(id in self.holds)}
 
     def cancel_prefix(
-        self, prefix: str, target_topic: str | None, confirm: int | None
+        self, prefix: str, target_topic: str | None, confirm: int | None, dry_run: bool = False
     ) -> dict[str, Any]:
         self.cancels.append(prefix)
         return {"id_prefix": prefix, "count": sum(i.startswith(prefix) for i in self.holds)}
