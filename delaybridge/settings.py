@@ -153,6 +153,18 @@ class ChangelogSettings(_Section):
         }
 
 
+class CancelSettings(_Section):
+    # A bulk cancel by id prefix of more pending messages than this must be confirmed:
+    # the admin API answers 409 with the count and wants confirm=<count>; a
+    # delay-cancel-prefix header, which cannot confirm, is dead-lettered as
+    # prefix-over-cap (counted in the stores of the replica that reads it:
+    # docs/design/cancels.md).
+    prefix_confirm_above: int = Field(default=1_000, ge=0)
+    # Timer-log entries a prefix cancel's count, and then its sweep, examine per loop
+    # turn (a few ms per 65,536 at 10M pending, docs/benchmarks.md).
+    prefix_sweep_entries: int = Field(default=65_536, gt=0)
+
+
 class CancelHorizonSettings(_Section):
     # A message due at T goes out only once every delay-topic partition's cancels appended
     # up to T are known to its store, or once T is this far in the past: then it goes
@@ -209,6 +221,7 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     changelog: ChangelogSettings = Field(default_factory=ChangelogSettings)
     cancel_horizon: CancelHorizonSettings = Field(default_factory=CancelHorizonSettings)
+    cancels: CancelSettings = Field(default_factory=CancelSettings)
     shutdown_grace_ms: int = Field(default=30_000, gt=0)
     # Worker processes under one `delaybridge run`, each a group member with its own
     # stores (bridge/workers/identity.py, supervisor.py); 0 (the default): one per usable

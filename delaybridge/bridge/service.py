@@ -8,7 +8,8 @@ One loop turn (:meth:`Service.turn`):
    ``bridge/ownership.py``);
 3. ingest it: schedules into the stores, cancels to the cancel topic, bad input to the
    dead-letter topic (``bridge/ingest/ingestor.py``);
-4. apply cancels read from the cancel topic to every store (``bridge/cancels/ledger.py``);
+4. apply cancels read from the cancel topic to every store (``bridge/cancels/ledger.py``),
+   and run a bounded step of the prefix cancels' sweeps (``bridge/cancels/prefix.py``);
 5. restore a slice of every partition still restoring from its changelog
    (``bridge/state/restore_hook.py``), retry what failed and is due again
    (``bridge/produce/retry_queue.py``), then deliver what is due, within the in-flight
@@ -44,6 +45,7 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import KafkaException, TopicPartition
 
 from delaybridge.bridge.admin.commands import AdminControl
+from delaybridge.bridge.cancels import prefix
 from delaybridge.bridge.cancels.feed import CancelFeed
 from delaybridge.bridge.cancels.feed_watch import FeedWatch
 from delaybridge.bridge.cancels.horizon import CancelHorizon
@@ -214,6 +216,11 @@ class Service:
         )
         self.changelog = state.changelog if state is not None else None
         removed = self.changelog.removed_by_store if self.changelog is not None else None
+        self._on_removed = removed
+        cancels = s.cancels
+        self.prefix_checks = prefix.PrefixChecks(
+            cancels.prefix_confirm_above, cancels.prefix_sweep_entries, self._stores
+        )
         self.ledger = CancelLedger(grace_ms, self.tally, on_removed=removed)
         owned: dict[PartKey, PartitionState] = {}
         self.commits.owned = owned
@@ -245,6 +252,7 @@ class Service:
             self.horizons,
             self._apply_here if self.horizons is not None else None,
             self._consumer_error,
+            self.prefix_checks,
         )
         self.scout = None
         if self.horizons is not None:
@@ -259,6 +267,7 @@ class Service:
                 self.horizons,
                 clock,
                 self._apply_here,
+                self.prefix_checks,
             )
         guard = None
         if poisoned is not None:
@@ -285,6 +294,7 @@ class Service:
             self.flow,
             clock,
             self.reachability,
+            self.prefix_checks,
         )
         self._checkpoint_ms = (
             s.delivery.transaction_interval_ms
@@ -385,6 +395,9 @@ class Service:
         cancels = self.feed.poll(now_ms)  # 4
         if cancels:
             self.ledger.apply(self.partitions, cancels, now_ms)
+        budget = self.settings.cancels.prefix_sweep_entries
+        self.prefix_checks.step()
+        prefix.sweep(self.partitions, budget, self.tally, self._on_removed)
         if self.horizons is not None and self.scout is not None:
             self.scout.step(self._waiting())
             # Urgent: something is due that the horizon holds back. A tick already within
@@ -439,11 +452,18 @@ class Service:
         if self.scout is not None:
             for key, offset in self.scout.positions().items():
                 read[key] = max(read.get(key, -1), offset)
+        for key, offset in self.prefix_checks.held().items():  # not applied yet: unread
+            if key in read:
+                read[key] = min(read[key], offset)
         return read
 
     def _apply_here(self, requests: list[CancelRequest]) -> None:
         """Cancels read from an owned partition reach this process's stores at once."""
         self.ledger.apply(self.partitions, requests, self.clock.now_ms())
+
+    def _stores(self) -> Partitions:
+        """The partitions whose stores a prefix cancel's count covers."""
+        return self.partitions
 
     def _feed_position(self, partition: int) -> int:
         return self.feed.position(partition)
@@ -557,6 +577,8 @@ class Service:
             wake = now + min(tick_ms, HORIZON_WAIT_MS)
         if self.outbox.in_flight or any(p.pipeline.held for p in self.partitions):
             return 0.005
+        if self.prefix_checks.busy or any(p.store.sweeping for p in self.partitions):
+            return 0.0  # a step per turn (bridge/cancels/prefix.py): turn on at once
         retry = self.retries.next_ms()
         if retry is not None:
             wake = min(wake, retry)

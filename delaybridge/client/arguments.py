@@ -53,6 +53,16 @@ def message_id(argument: str, id: object) -> str:
     return id
 
 
+def id_prefix(argument: str, prefix: object) -> str:
+    """An id prefix (``delay-cancel-prefix``): a message id that is not blank, since an
+    empty prefix would name every message (the sidecar refuses it too)."""
+    if isinstance(prefix, str) and not prefix.strip():
+        raise ClientArgumentError(
+            argument, "a prefix must not be empty: it would cancel everything"
+        )
+    return message_id(argument, prefix)
+
+
 def partition_number(argument: str, partition: object) -> int:
     """A partition number, 0..2^31-1."""
     if type(partition) is not int or not 0 <= partition <= MAX_PARTITION:

@@ -35,6 +35,7 @@ from delaybridge.client.records import (
     OnDuplicate,
     Outgoing,
     When,
+    cancel_prefix_record,
     cancel_record,
     checked,
     schedule_record,
@@ -189,6 +190,15 @@ class DelayClient:
         ``target``, bound for that topic only); a series stops. A cancel of an id that is
         not pending (delivered already, or never sent) is harmless."""
         return self._send(cancel_record(self.delay_topic, id, target))
+
+    def cancel_prefix(self, prefix: str, *, target: str | None = None) -> RecordRef:
+        """Cancel every pending message whose id starts with ``prefix`` sent before this
+        call (with ``target``, bound for that topic only): a tenant's or an order's whole
+        family (``delay-cancel-prefix``). The prefix must not be blank. A replica that
+        reads the record and holds more matching messages than its
+        ``cancels.prefix_confirm_above`` dead-letters it as ``prefix-over-cap`` instead
+        (a record cannot confirm): bulk-cancel more through the admin API."""
+        return self._send(cancel_prefix_record(self.delay_topic, prefix, target))
 
     # -- consumers' calls -------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from delaybridge.client.arguments import (
     HeadersArg,
     duration_ms,
     epoch_ms,
+    id_prefix,
     message_id,
     partition_number,
     positive_int,
@@ -51,6 +52,7 @@ from delaybridge.contract import Rejected, Schedule, SourceRecord
 from delaybridge.contract.classify import classify
 from delaybridge.contract.names import (
     DELAY_CANCEL,
+    DELAY_CANCEL_PREFIX,
     DELAY_COUNT,
     DELAY_CRON,
     DELAY_EVERY,
@@ -84,6 +86,7 @@ ARGUMENT_OF = {
     DELAY_ID: "id",
     ON_DUPLICATE: "on_duplicate",
     DELAY_CANCEL: "id",
+    DELAY_CANCEL_PREFIX: "prefix",
 }
 #: Where a rejection's detail names no header: the argument its reason is about.
 _ARGUMENT_OF_REASON = {
@@ -202,6 +205,15 @@ def cancel_record(delay_topic: str, id: str, target: str | None = None) -> Outgo
     if target is not None:
         out.append((TARGET_TOPIC, topic_name("target", target)))
     return Outgoing(delay_topic, id.encode(), b"", out)
+
+
+def cancel_prefix_record(delay_topic: str, prefix: str, target: str | None = None) -> Outgoing:
+    """The delay-topic record that cancels the pending messages whose id starts with
+    ``prefix`` sent before it (``delay-cancel-prefix``)."""
+    out: Headers = [(DELAY_CANCEL_PREFIX, id_prefix("prefix", prefix))]
+    if target is not None:
+        out.append((TARGET_TOPIC, topic_name("target", target)))
+    return Outgoing(delay_topic, prefix.encode(), b"", out)
 
 
 def checked(record: Outgoing, rules: HeaderRules, now_ms: int) -> Schedule:

@@ -36,6 +36,7 @@ from delaybridge.console.pages import (
     message,
     open_endpoints,
     overview,
+    prefix_cancel,
 )
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,12 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
 OPEN = frozenset({"login", "static", "healthz", "metrics"})
 #: The changes each POST endpoint makes, for the audit line of a refused one.
-CHANGE_OF = {"cancel": Action.CANCEL, "reschedule": Action.RESCHEDULE, "flow_change": None}
+CHANGE_OF = {
+    "cancel": Action.CANCEL,
+    "cancel_prefix": Action.CANCEL_PREFIX,
+    "reschedule": Action.RESCHEDULE,
+    "flow_change": None,
+}
 
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -69,7 +75,8 @@ def create_app(ctx: ConsoleContext) -> Flask:
     app.before_request(_gate)
     app.after_request(_secure)
     app.context_processor(_page_context)
-    for page in (open_endpoints, login, overview, browse, message, dead_letters, flow):
+    pages = (open_endpoints, login, overview, browse, message, prefix_cancel, dead_letters, flow)
+    for page in pages:
         page.register(app)
     for status in (400, 403, 404, 405, 413, 500):
         app.register_error_handler(status, _error)

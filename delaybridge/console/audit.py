@@ -34,6 +34,7 @@ WHO_LABELS = 100
 
 class Action(StrEnum):
     CANCEL = "cancel"
+    CANCEL_PREFIX = "cancel-prefix"
     RESCHEDULE = "reschedule"
     PAUSE = "pause"
     RESUME = "resume"
@@ -49,7 +50,9 @@ class Outcome(StrEnum):
     """Attempted, and a replica or Kafka said no."""
 
 
-CHANGES = frozenset({Action.CANCEL, Action.RESCHEDULE, Action.PAUSE, Action.RESUME})
+CHANGES = frozenset(
+    {Action.CANCEL, Action.CANCEL_PREFIX, Action.RESCHEDULE, Action.PAUSE, Action.RESUME}
+)
 
 
 class Audit:

@@ -53,6 +53,7 @@ _STRIPPED: Final = names.CONTROL_HEADERS | names.INTERNAL_HEADERS
 _READ: Final = names.CONTROL_HEADERS | {names.RMQ_UNIQ_KEY}
 _RECURRENCE: Final = names.RECURRENCE_HEADERS
 DELAY_CANCEL: Final = names.DELAY_CANCEL
+DELAY_CANCEL_PREFIX: Final = names.DELAY_CANCEL_PREFIX
 DELAY_ID: Final = names.DELAY_ID
 DELAY_JITTER: Final = names.DELAY_JITTER
 DELAY_EXPIRE_AFTER: Final = names.DELAY_EXPIRE_AFTER
@@ -120,6 +121,8 @@ def _decide(
     if cancel_id is None:
         cancel_id = found.get(RMQ_CANCEL)
     target = found.get(TARGET_TOPIC) or found.get(ETF1_TARGET_TOPIC)
+    if DELAY_CANCEL_PREFIX in found:
+        return _prefix_cancel(found[DELAY_CANCEL_PREFIX], cancel_id, target, rules), False
     if cancel_id is not None:
         return Cancel(_checked_id(cancel_id, DELAY_CANCEL), _cancel_target(target, rules)), False
     first = ""
@@ -299,6 +302,20 @@ def _cancel_target(target: str | None, rules: HeaderRules) -> str | None:
     if target is not None and not rules.is_topic_name(target):
         raise Rejection(Reason.BAD_TARGET, f"{target[:300]!r} is not a legal Kafka topic name")
     return target
+
+
+def _prefix_cancel(
+    prefix: str, cancel_id: str | None, target: str | None, rules: HeaderRules
+) -> Cancel:
+    """``delay-cancel-prefix``: a bulk cancel of the ids starting with the value. Never
+    empty (it would name every message), never with a cancel by id on the same record."""
+    if cancel_id is not None:
+        detail = f"header {DELAY_CANCEL_PREFIX} and a cancel by id on one record: send two"
+        raise Rejection(Reason.BAD_HEADER, detail)
+    if not prefix:
+        detail = f"header {DELAY_CANCEL_PREFIX}: an empty prefix would cancel every message"
+        raise Rejection(Reason.BAD_HEADER, detail)
+    return Cancel(_checked_id(prefix, DELAY_CANCEL_PREFIX), _cancel_target(target, rules), True)
 
 
 def _message_id(key: bytes | None, found: dict[str, str], default_id: str) -> str:

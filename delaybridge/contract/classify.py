@@ -15,7 +15,9 @@ target partition outside 0..2^31-1 ``bad-partition``.
 
 Cancels: ``delay-cancel: <id>`` or ``TIMER_DEL_UNIQKEY: <id>``, or an etf1 tombstone (a
 null value keyed by the schedule id, with no timing header). A cancel that names a
-target topic only cancels a message bound for that topic.
+target topic only cancels a message bound for that topic. ``delay-cancel-prefix: <p>``
+cancels, by the same rule, every message whose id starts with ``p`` (``Cancel.prefix``);
+an empty prefix, or one on a record that also cancels by id, is ``bad-header``.
 
 Replace by id: a schedule with an id of its own (``delay-id``, ``UNIQ_KEY``, an etf1
 key) replaces the pending messages with that id *and target topic* sent before it

@@ -70,6 +70,8 @@ class Schedule(NamedTuple):
 class Cancel:
     id: str
     target_topic: str | None
+    prefix: bool = False
+    """``delay-cancel-prefix``: ``id`` is a prefix; every id starting with it is cancelled."""
 
 
 @dataclass(frozen=True, slots=True)

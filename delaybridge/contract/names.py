@@ -16,6 +16,7 @@ DELIVER_AT_MS = "deliver-at-ms"
 DELIVER_AT = "deliver-at"
 DELAY_ID = "delay-id"
 DELAY_CANCEL = "delay-cancel"
+DELAY_CANCEL_PREFIX = "delay-cancel-prefix"
 ON_DUPLICATE = "delay-on-duplicate"
 RMQ_DELIVER_MS = "TIMER_DELIVER_MS"
 RMQ_DELAY_MS = "TIMER_DELAY_MS"
@@ -54,6 +55,7 @@ CONTROL_HEADERS = frozenset(
         DELIVER_AT,
         DELAY_ID,
         DELAY_CANCEL,
+        DELAY_CANCEL_PREFIX,
         ON_DUPLICATE,
         RMQ_DELIVER_MS,
         RMQ_DELAY_MS,

@@ -41,6 +41,11 @@ class Reason(StrEnum):
     EXPIRED = "expired"
     """Not delivered by its deadline: due time plus ``delay-expire-after`` (or the target
     topic's ``delivery.expire_after``), ``contract/expiry.py``."""
+    PREFIX_OVER_CAP = "prefix-over-cap"
+    """A ``delay-cancel-prefix`` whose prefix matches more pending messages in the
+    stores of the replica that read it than ``cancels.prefix_confirm_above``: a header
+    cannot confirm, so the bulk cancel is not applied (the admin API asks instead);
+    the detail gives the count and the cap (docs/design/cancels.md)."""
     INTERNAL_ERROR = "internal-error"
     """Handling the record raised something unexpected (a bug): it is kept, not lost."""
 

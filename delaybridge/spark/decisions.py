@@ -7,8 +7,10 @@ goes through ``classify`` in a Python worker, in Arrow batches (``mapInArrow``),
 comes back as one row of :data:`DECISION_SCHEMA`:
 
 ====================  ==========================================================
-``kind``              ``schedule`` / ``cancel`` / ``rejected`` (:class:`Kind`)
-``id``                message id (schedule, cancel); null when rejected
+``kind``              ``schedule`` / ``cancel`` / ``cancel-prefix`` / ``rejected``
+                      (:class:`Kind`)
+``id``                message id (schedule, cancel), the prefix (cancel-prefix); null
+                      when rejected
 ``due_ms``            due time (schedule)
 ``target_topic``      where it goes (schedule); the topic a cancel is limited to
 ``replace``           the schedule replaces earlier ones with its id and target
@@ -40,6 +42,8 @@ class Kind(StrEnum):
 
     SCHEDULE = "schedule"
     CANCEL = "cancel"
+    CANCEL_PREFIX = "cancel-prefix"
+    """``delay-cancel-prefix``: ``id`` is a prefix (outcomes.py matches by ``startswith``)."""
     REJECTED = "rejected"
 
 
@@ -132,7 +136,7 @@ def classify_batch(
             reasons.append(None)
             details.append(None)
         elif isinstance(decision, Cancel):
-            kinds.append(Kind.CANCEL.value)
+            kinds.append(Kind.CANCEL_PREFIX.value if decision.prefix else Kind.CANCEL.value)
             ids.append(decision.id)
             dues.append(None)
             targets.append(decision.target_topic)

@@ -13,7 +13,9 @@ target-topic rows (:mod:`.deliveries`). Steps:
 2. **Cancels** match a schedule by id (and by target topic when the cancel names one,
    as :func:`~delaybridge.contract.classify.classify` documents) when sent after it
    (DESIGN §2: a cancel takes what was sent before it; a tie across partitions goes
-   to the cancel); the earliest such cancel counts. A cancel before the due time
+   to the cancel); a cancel by id prefix (``delay-cancel-prefix``, kind
+   ``cancel-prefix``) matches every id that starts with it, by the same rule (it counts
+   as cancelled, not missing); the earliest such cancel counts. A cancel before the due time
    cancels; one at or after it came too late (for a series, per occurrence: a cancel
    or a replace stops the occurrences due after it).
 3. **Deliveries**, well-formed only, grouped by ``delay-origin`` (the schedule record
@@ -179,10 +181,24 @@ def outcomes(
 
 
 def _first_cancels(scheduled: DataFrame, decisions: DataFrame) -> DataFrame:
-    """Step 2: ``scheduled`` plus ``cancel_ms``, the first cancel sent after each."""
+    """Step 2: ``scheduled`` plus ``cancel_ms``, the first cancel sent after each: by id
+    (an equi-join), or by id prefix (``delay-cancel-prefix``: few, so broadcast and
+    matched with ``startswith``); the same sent-before rule for both."""
     from pyspark.sql import functions as F
 
-    cancels = decisions.where(F.col("kind") == Kind.CANCEL.value).select(
+    by_id = _cancels_of(decisions, Kind.CANCEL)
+    by_prefix = _cancels_of(decisions, Kind.CANCEL_PREFIX)
+    first = _first_of(scheduled, by_id, F.col("c_id") == F.col("id"), "cancel_ms")
+    prefixed = F.col("id").startswith(F.col("c_id"))
+    return _first_of(first, F.broadcast(by_prefix), prefixed, "prefix_ms").select(
+        *scheduled.columns, F.least("cancel_ms", "prefix_ms").alias("cancel_ms")
+    )
+
+
+def _cancels_of(decisions: DataFrame, kind: Kind) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return decisions.where(F.col("kind") == kind.value).select(
         F.col("id").alias("c_id"),
         F.col("target_topic").alias("c_target"),
         F.col("topic").alias("c_topic"),
@@ -190,6 +206,13 @@ def _first_cancels(scheduled: DataFrame, decisions: DataFrame) -> DataFrame:
         F.col("offset").alias("c_offset"),
         F.col("timestamp_ms").alias("c_ms"),
     )
+
+
+def _first_of(scheduled: DataFrame, cancels: DataFrame, names: Column, alias: str) -> DataFrame:
+    """``scheduled`` plus ``alias``: the send time of the first of ``cancels`` that
+    ``names`` each message (by id or by prefix) and was sent after it."""
+    from pyspark.sql import functions as F
+
     same_partition = (F.col("c_topic") == F.col("topic")) & (
         F.col("c_partition") == F.col("partition")
     )
@@ -198,14 +221,12 @@ def _first_cancels(scheduled: DataFrame, decisions: DataFrame) -> DataFrame:
         & (~same_partition | (F.col("c_offset") > F.col("offset")))
     )
     applies = (
-        (F.col("c_id") == F.col("id"))
-        & (F.col("c_target").isNull() | (F.col("c_target") == F.col("target_topic")))
-        & after
+        names & (F.col("c_target").isNull() | (F.col("c_target") == F.col("target_topic"))) & after
     )
     return (
         scheduled.join(cancels, applies, "left")
         .groupBy(*scheduled.columns)
-        .agg(F.min("c_ms").alias("cancel_ms"))
+        .agg(F.min("c_ms").alias(alias))
     )
 
 

@@ -100,7 +100,8 @@ def delay_summaries(
                 ),
                 schedules=metrics.get(Kind.SCHEDULE.value, 0),
                 resent=metrics.get("resent", 0),
-                cancels=metrics.get(Kind.CANCEL.value, 0),
+                cancels=metrics.get(Kind.CANCEL.value, 0)
+                + metrics.get(Kind.CANCEL_PREFIX.value, 0),
                 cancel_unknown=metrics.get("cancel_unknown", 0),
                 rejected=dict(sorted(rejected.items())),
                 other_targets=metrics.get("other_targets", 0),
@@ -109,4 +110,4 @@ def delay_summaries(
     return summaries
 
 
-_KIND_METRICS = frozenset({Kind.SCHEDULE.value, Kind.CANCEL.value})
+_KIND_METRICS = frozenset({Kind.SCHEDULE.value, Kind.CANCEL.value, Kind.CANCEL_PREFIX.value})

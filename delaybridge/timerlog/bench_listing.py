@@ -76,19 +76,18 @@ def _batch(first: int, now_ms: int, rnd: random.Random) -> list[TimerRecord]:
     return out
 
 
-def run_listing(
-    pending: int, work: Path, limit: int = 100, repeat: int = 20, progress: object | None = None
-) -> ListingBenchResult:
+def fill_store(
+    directory: Path, pending: int, clock: ManualClock, progress: object | None = None
+) -> TimerStore:
+    """A new store in ``directory`` holding ``pending`` messages (step 1 of the module
+    docstring), flushed; the caller closes it. Shared with ``bench prefix``."""
     from rich.progress import Progress
 
     prog = progress if isinstance(progress, Progress) else None
-    directory = work / f"listing-{pending}"
     shutil.rmtree(directory, ignore_errors=True)
-    clock = ManualClock(START_MS)
     rnd = random.Random(7)
     store = TimerStore.open(directory, StoreSettings(), clock)
     task = prog.add_task(f"fill {pending:,}", total=pending) if prog else None
-    t0 = time.perf_counter()
     step_ms = max(1, 2 * HOUR_MS * BATCH // pending)
     try:
         for first in range(0, pending, BATCH):
@@ -102,6 +101,20 @@ def run_listing(
             if prog and task is not None:
                 prog.update(task, advance=BATCH)
         store.flush()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def run_listing(
+    pending: int, work: Path, limit: int = 100, repeat: int = 20, progress: object | None = None
+) -> ListingBenchResult:
+    directory = work / f"listing-{pending}"
+    clock = ManualClock(START_MS)
+    t0 = time.perf_counter()
+    store = fill_store(directory, pending, clock, progress)
+    try:
         result = ListingBenchResult(pending, limit, round(time.perf_counter() - t0, 1))
         deep = Position.before_tick(Part.WINDOW, clock.now_ms() + 12 * HOUR_MS)
         rolled = Position.before_tick(Part.ROLLED, 0)

@@ -22,7 +22,7 @@ Each record::
                   topic_len H, id, topic   a cancel waiting for messages sent before it
                                            (flags: WaitFlag; REPLACE: a store that
                                            predates the flag reads it as a cancel, the
-                                           same rule)
+                                           same rule; PREFIX: the id is a prefix)
         MATCHED   waiting_pos q            a waiting cancel matched a message (so it is
                                            not counted unknown when its grace ends)
 
@@ -101,6 +101,9 @@ class WaitFlag(IntFlag):
     """``offset`` is set."""
     REPLACE = 8
     """A schedule's replace of its own id, not a cancel."""
+    PREFIX = 16
+    """A cancel by id prefix (``delay-cancel-prefix``): the id is a prefix. A store that
+    predates the flag reads it as a cancel of that exact id (it takes less, never more)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +172,7 @@ def encode(record: CancelRecord) -> bytes:
         | (0 if c.sent_ms is None else WaitFlag.SENT)
         | (0 if c.offset is None else WaitFlag.OFFSET)
         | (WaitFlag.REPLACE if c.replace else 0)
+        | (WaitFlag.PREFIX if c.prefix else 0)
     )
     fixed = WAITS.pack(record.expires_ms, c.sent_ms or 0, c.offset or 0, flags, len(idb), tlen)
     return _frame(CancelType.WAITS, fixed + idb + tb)
@@ -205,6 +209,7 @@ def decode(buf: bytes, offset: int, path: Path, file_offset: int) -> tuple[Cance
                 sent if flags & WaitFlag.SENT else None,
                 at if flags & WaitFlag.OFFSET else None,
                 bool(flags & WaitFlag.REPLACE),
+                bool(flags & WaitFlag.PREFIX),
             )
             return WaitingCancel(cancel, expires, bool(flags & WaitFlag.MATCHED)), length
     except (struct.error, UnicodeDecodeError) as exc:

@@ -43,6 +43,9 @@ class CancelBook:
         self.applied: dict[int, int] = {}
         """timer-log index -> slot_ms of every cancelled entry not yet passed."""
         self.waiting: dict[str, list[WaitingCancel]] = {}
+        self.prefixes: list[WaitingCancel] = []
+        """The waiting cancels by id prefix (also in ``waiting``, under their prefix): an
+        appended record is checked against each (they are rare: one per bulk cancel)."""
         self._expiry: list[tuple[int, int, WaitingCancel]] = []
         """Heap of (expires_ms, seq, item) over ``waiting``: expire() pops what is due
         instead of walking every waiting cancel at every call (a replace per schedule
@@ -128,6 +131,8 @@ class CancelBook:
 
     def _track(self, w: WaitingCancel) -> None:
         self.waiting.setdefault(w.cancel.id, []).append(w)
+        if w.cancel.prefix:
+            self.prefixes.append(w)
         heapq.heappush(self._expiry, (w.expires_ms, next(self._seq), w))
         self._count += 1
 
@@ -141,7 +146,7 @@ class CancelBook:
         """
         items = self.waiting.get(rec.id)
         if not items:
-            return None
+            return self._match_prefix(rec)
         for i, w in enumerate(items):
             if not w.cancel.applies_to(rec):
                 continue
@@ -155,11 +160,26 @@ class CancelBook:
                 w.matched = True
                 self._add(Matched(w.pos))
             return w.cancel
+        return self._match_prefix(rec)
+
+    def _match_prefix(self, rec: TimerRecord) -> Cancel | None:
+        """The waiting prefix cancel that applies to ``rec``, if any (recording the match)."""
+        for w in self.prefixes:
+            if w.cancel.applies_to(rec):
+                if not w.matched:
+                    w.matched = True
+                    self._add(Matched(w.pos))
+                return w.cancel
         return None
+
+    def watches(self, id: str) -> bool:
+        """May a waiting cancel apply to a record with this id (a cheap first test)?"""
+        return id in self.waiting or any(id.startswith(w.cancel.id) for w in self.prefixes)
 
     def expire(self, now_ms: int) -> int:
         """Forget waiting cancels whose grace ended; returns how many never matched
-        anything (unknown cancels; a replace that found nothing is not one)."""
+        anything (unknown cancels; a replace that found nothing is not one, nor a prefix
+        cancel: its sweep, not its wait, finds most of what it takes)."""
         unknown = 0
         heap = self._expiry
         while heap and heap[0][0] <= now_ms:
@@ -171,9 +191,11 @@ class CancelBook:
             del items[at]
             if not items:
                 del self.waiting[w.cancel.id]
+            if w.cancel.prefix:
+                self.prefixes.remove(w)
             self._count -= 1
             self._add(Resolved(w.pos))
-            unknown += not (w.matched or w.cancel.replace)
+            unknown += not (w.matched or w.cancel.replace or w.cancel.prefix)
         return unknown
 
     def forget_before(self, done_tick_ms: int) -> None:
@@ -253,6 +275,7 @@ class CancelBook:
         self.generation = new_gen
         self.end = pos
         self.waiting = {}
+        self.prefixes = []
         self._expiry = []
         self._count = 0
         for w, at in moved:

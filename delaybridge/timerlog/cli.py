@@ -3,6 +3,7 @@
 delaybridge inspect DIR [--verify] [--id ID]      # a store's files, counters, a message
 delaybridge bench store [--pending 1000000,10000000] [--json bench-results/store.json]
 delaybridge bench listing [--pending 10000000] [--limit 100] [--json bench-results/listing.json]
+delaybridge bench prefix [--pending 10000000] [--budget 65536] [--json bench-results/prefix.json]
 """
 
 from __future__ import annotations
@@ -62,6 +63,16 @@ def register(commands: Any, bench: Any) -> None:
     listing.add_argument("--json", type=Path, default=Path("bench-results/listing.json"))
     listing.add_argument("--work-dir", type=Path, default=None, help="default: a temp dir")
     listing.set_defaults(handler=_bench_listing)
+
+    prefix = bench.add_parser("prefix", help="count and sweep of a cancel by id prefix")
+    prefix.add_argument("--pending", type=int, default=10_000_000, help="pending messages")
+    prefix.add_argument(
+        "--budget", type=int, default=65_536, help="entries per sweep step (one loop turn)"
+    )
+    prefix.add_argument("--repeat", type=int, default=5, help="timings per count case")
+    prefix.add_argument("--json", type=Path, default=Path("bench-results/prefix.json"))
+    prefix.add_argument("--work-dir", type=Path, default=None, help="default: a temp dir")
+    prefix.set_defaults(handler=_bench_prefix)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -202,3 +213,41 @@ def _bench_listing(args: argparse.Namespace) -> int:
 
 def _mb(value: float | None) -> str:
     return "?" if value is None else f"{value:.0f}"
+
+
+def _bench_prefix(args: argparse.Namespace) -> int:
+    import shutil
+
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from delaybridge.timerlog.bench import default_work_dir
+    from delaybridge.timerlog.bench_prefix import run_prefix
+
+    work = args.work_dir or default_work_dir()
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        with Progress() as progress:
+            r = run_prefix(args.pending, work, args.budget, args.repeat, progress)
+    finally:
+        if args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    table = Table(title=f"delaybridge bench prefix: {r.pending:,} pending")
+    for c in ("case", "median ms", "max ms", "matched", "steps", "total s"):
+        table.add_column(c, justify="left" if c == "case" else "right")
+    for t in r.timings:
+        table.add_row(
+            t.case,
+            f"{t.median_ms:.2f}",
+            f"{t.max_ms:.2f}",
+            f"{t.matched:,}",
+            f"{t.steps:,}",
+            f"{t.total_s:.2f}",
+        )
+    Console().print(table)
+    print(f"fill {r.fill_s} s; calibration {r.calibration_s} s")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"prefix": r.as_json()}, indent=2))
+    print(f"wrote {args.json}")
+    return 0

@@ -32,8 +32,9 @@ from delaybridge.errors import IntegrityError
 from delaybridge.timerlog import timer_entry
 from delaybridge.timerlog.cancels import CancelBook
 from delaybridge.timerlog.commit_log import CommitLog
+from delaybridge.timerlog.prefix_sweep import Count, Sweeps
 from delaybridge.timerlog.reader import Reader
-from delaybridge.timerlog.records import Cancel, TimerRecord
+from delaybridge.timerlog.records import Cancel, DamagedRecord, DueRecord, TimerRecord
 from delaybridge.timerlog.replace_waits import Origin, ReplaceWaits
 from delaybridge.timerlog.stats import StoreCounters
 from delaybridge.timerlog.timer_log import IdHit, TimerLog
@@ -73,6 +74,8 @@ class IdMatcher:
         """Where replaces wait instead of the cancel book (:meth:`share`)."""
         self.own: Origin = ("", -1)
         self.opened_ms = 0
+        self.sweeps = Sweeps(timer, commit_log, reader, cancels)
+        """Cancels by id prefix walking the timer log (:mod:`prefix_sweep`)."""
 
     def share(self, waits: ReplaceWaits, own: Origin, now_ms: int) -> None:
         """Replaces wait in the process's ``waits`` (:mod:`replace_waits`), which the
@@ -90,8 +93,16 @@ class IdMatcher:
         """See :meth:`TimerStore.cancel`; ``live_start``: the first live timer entry."""
         self.expire(now_ms)
         result = [False] * len(cancels)
-        candidates = self.timer.find_ids(live_start, {zlib.crc32(c.id.encode()) for c in cancels})
+        by_id = {zlib.crc32(c.id.encode()) for c in cancels if not c.prefix}
+        candidates = self.timer.find_ids(live_start, by_id)
         for j, cancel in enumerate(cancels):
+            if cancel.prefix:  # no index answers a prefix: a paced sweep (prefix_sweep.py)
+                if self._known(cancel):
+                    continue  # applied at ingest, back from the cancel topic: swept already
+                self.sweeps.start(cancel, live_start)
+                if cancel.sent_ms is not None and self.grace_ms > 0:
+                    self.cancels.wait(cancel, now_ms + self.grace_ms, False)
+                continue
             for hit in candidates.get(zlib.crc32(cancel.id.encode()), ()):
                 if not self._still_pending(hit):
                     continue  # also an id that an earlier item of this call cancelled
@@ -110,7 +121,8 @@ class IdMatcher:
         return result
 
     def _cancel(self, rec: TimerRecord, index: int, slot_ms: int, replace: bool) -> None:
-        self.cancels.apply(index, slot_ms)
+        if index >= 0:  # -1: read already (screen), nothing left to skip
+            self.cancels.apply(index, slot_ms)
         if replace:
             self.counters.replaced_total += 1
         else:
@@ -133,10 +145,10 @@ class IdMatcher:
         read = self.read
         taken: set[int] = set()
         if self.cancels.waiting:
-            waiting = self.cancels.waiting
+            watches = self.cancels.watches
             got: Sequence[TimerRecord | None] = records or [read(int(p)) for p in cl_pos]
             for j, r in enumerate(got):
-                if r is not None and r.id in waiting and (how := self.cancels.match(r)):
+                if r is not None and watches(r.id) and (how := self.cancels.match(r)):
                     self._cancel(r, first + j, int(slot[j]), how.replace)
                     taken.add(j)
         if self.shared is not None and len(self.shared):
@@ -145,6 +157,64 @@ class IdMatcher:
                 if rec is not None and any(w.as_cancel(self.own).applies_to(rec) for w in waits):
                     self._cancel(rec, first + j, int(slot[j]), True)
         self.cancels.write_soon()
+
+    def sweep(self, budget: int, live_start: int) -> int:
+        """See :meth:`TimerStore.sweep`."""
+        taken = self.sweeps.step(budget, live_start, self.read, self._take_swept)
+        self.cancels.write_soon()
+        return taken
+
+    def _take_swept(self, rec: TimerRecord, index: int, slot_ms: int) -> None:
+        self._cancel(rec, index, slot_ms, False)
+
+    def count_prefix(self, cancel: Cancel, live_start: int, cap: int | None) -> int:
+        """See :meth:`TimerStore.count_prefix`."""
+        return self.sweeps.count(cancel, live_start, self.read, cap)
+
+    def _known(self, cancel: Cancel) -> bool:
+        """Is this prefix cancel sweeping or waiting here already (applied twice: by the
+        ingest that read it, then by the cancel feed)? The second sweep would take
+        nothing the first one does not."""
+        return any(s.cancel == cancel for s in self.sweeps.running) or any(
+            w.cancel == cancel for w in self.cancels.prefixes
+        )
+
+    def count_step(self, count: Count, budget: int, live_start: int) -> int:
+        """See :meth:`TimerStore.count_step`."""
+        return self.sweeps.count_step(count, budget, live_start, self.read)
+
+    def screening(self) -> bool:
+        """Is a prefix cancel's sweep or wait under way (due records are screened)?
+        Allocates nothing: asked at every ``take_due``."""
+        return bool(self.sweeps.running or self.cancels.prefixes)
+
+    def screen(self, due: list[DueRecord], live_start: int) -> None:
+        """Cancel, instead of handing out, the due records a running or waiting prefix
+        cancel applies to (its sweep may not have reached them yet); ``due`` is cut in
+        place (it is also the reader's in-flight batch). Each one is marked cancelled in
+        the cancel book (its entry found through the id index), so a restart that reads
+        it again skips it."""
+        active = [s.cancel for s in self.sweeps.running]
+        active += [w.cancel for w in self.cancels.prefixes]
+        kept: list[DueRecord] = []
+        for d in due:
+            rec = d.record
+            if type(rec) is DamagedRecord or not any(c.applies_to(rec) for c in active):
+                kept.append(d)
+                continue
+            tick = d.cursor.tick_ms
+            self._cancel(rec, self._index_of(rec, tick, live_start), tick, False)
+        if len(kept) < len(due):
+            due[:] = kept
+            self.cancels.write_soon()
+
+    def _index_of(self, rec: TimerRecord, tick_ms: int, live_start: int) -> int:
+        """The timer-log entry of ``rec`` handed out at ``tick_ms``, -1 if not found."""
+        h = zlib.crc32(rec.id.encode())
+        for hit in self.timer.find_ids(live_start, {h}).get(h, ()):
+            if hit.slot_ms == tick_ms and self.read(hit.cl_pos) == rec:
+                return hit.index
+        return -1
 
     def remove(
         self,

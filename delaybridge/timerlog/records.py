@@ -90,6 +90,10 @@ class Cancel(NamedTuple):
     ``replace``: the cancel a schedule with an explicit id makes of itself (DESIGN §2,
     replace by id): the same rule, but counted as ``replaced_total``, and one that finds
     nothing is not an unknown cancel (most schedules replace nothing).
+
+    ``prefix``: a cancel by id prefix (``delay-cancel-prefix``): ``id`` is a prefix, and
+    it takes every message whose id starts with it, by the same rule otherwise. A store
+    finds those by a paced sweep, not by the id index (:mod:`prefix_sweep`).
     """
 
     id: str
@@ -97,9 +101,10 @@ class Cancel(NamedTuple):
     sent_ms: int | None = None
     offset: int | None = None
     replace: bool = False
+    prefix: bool = False
 
     def applies_to(self, rec: TimerRecord) -> bool:
-        if rec.id != self.id:
+        if rec.id != self.id and not (self.prefix and rec.id.startswith(self.id)):
             return False
         if self.target_topic is not None and rec.target_topic != self.target_topic:
             return False

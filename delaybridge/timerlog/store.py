@@ -30,6 +30,7 @@ from delaybridge.timerlog.durability import Flusher
 from delaybridge.timerlog.errors import DelayTooLong
 from delaybridge.timerlog.marks import StoreMarks
 from delaybridge.timerlog.matching import IdMatcher, Pending
+from delaybridge.timerlog.prefix_sweep import Count
 from delaybridge.timerlog.quarantine import Quarantine
 from delaybridge.timerlog.reader import Reader
 from delaybridge.timerlog.records import (
@@ -95,6 +96,8 @@ class TimerStore:
         )
         self._flusher = Flusher(self, ck, opened.checkpoint_loaded, clock.now_ms())
         self._closed = False
+        for waiting in self.cancels.prefixes:  # a sweep cut short by a restart: again
+            self._matcher.sweeps.start(waiting.cancel, self._flusher.live_start)
 
     @classmethod
     def open(
@@ -195,6 +198,35 @@ class TimerStore:
         wanted = [c if isinstance(c, Cancel) else Cancel(*c) for c in cancels]
         return self._matcher.cancel(wanted, self.clock.now_ms(), self._flusher.live_start)
 
+    def sweep(self, budget: int) -> int:
+        """Run the cancels by id prefix (:class:`Cancel` with ``prefix``, applied with
+        :meth:`cancel`) over up to ``budget`` more timer-log entries; returns how many
+        messages they took (:meth:`take_removed` lists them). The owner calls it once
+        per loop turn while :attr:`sweeping` (:mod:`prefix_sweep`). Durable after flush()."""
+        return self._matcher.sweep(budget, self._flusher.live_start)
+
+    @property
+    def sweeping(self) -> bool:
+        """Is a cancel by id prefix still walking this store?"""
+        return bool(self._matcher.sweeps.running)
+
+    def count_prefix(self, cancel: Cancel, cap: int | None = None) -> int:
+        """How many pending messages the prefix cancel ``cancel`` would take now (the
+        same rule as :meth:`cancel`), counting no further than ``cap + 1``: a whole
+        vectorized pass over the live timer log at once (tools, tests; the sidecar
+        counts a step per loop turn: :meth:`start_count`)."""
+        return self._matcher.count_prefix(cancel, self._flusher.live_start, cap)
+
+    def start_count(self, cancel: Cancel, cap: int | None = None) -> Count:
+        """A count of :meth:`count_prefix`, to run a step at a time (:meth:`count_step`)."""
+        return Count(cancel, self._flusher.live_start, None if cap is None else cap + 1)
+
+    def count_step(self, count: Count, budget: int) -> int:
+        """Advance ``count`` over up to ``budget`` timer-log entries (``count.done`` when
+        finished); returns the entries examined. Same answer as :meth:`count_prefix`,
+        without a whole pass on one turn."""
+        return self._matcher.count_step(count, budget, self._flusher.live_start)
+
     def lookup(self, id: str) -> TimerRecord | None:
         """The pending message with this id, or None (a search of the id index)."""
         return self._matcher.lookup(id, self._flusher.live_start)
@@ -208,14 +240,20 @@ class TimerStore:
         due by ``until_ms`` if it is given and before now (the owner's cancel horizon).
 
         Successive calls continue where the last one stopped; cancelled messages and
-        those marked delivered never come back. A huge tick streams out in bounded
+        those marked delivered never come back (nor one a prefix cancel still sweeping
+        applies to: cancelled as it falls due). A huge tick streams out in bounded
         batches. Returns [] while a roll waits for in-flight deliveries to be marked
         delivered (see :mod:`reader`).
         """
         now_ms = self.clock.now_ms()
         if until_ms is not None and until_ms < now_ms:
             now_ms = until_ms
-        return self.reader.take_due(max_records, now_ms)
+        due = self.reader.take_due(max_records, now_ms)
+        if due and self._matcher.screening():
+            self._matcher.screen(due, self._flusher.live_start)  # prefix_sweep.py
+            if not due:  # all cancelled: the reader's in-flight batch is gone
+                self.reader.inflight.pop()
+        return due
 
     @property
     def delivered_through_ms(self) -> int:

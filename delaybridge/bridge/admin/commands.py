@@ -16,14 +16,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from functools import partial
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Message
 
 from delaybridge.bridge.admin import pending
-from delaybridge.bridge.admin.control import ControlTimeout
+from delaybridge.bridge.admin.control import ConfirmRequired, ControlTimeout
 from delaybridge.bridge.admin.status import partition_stats, record_json
+from delaybridge.bridge.cancels import prefix as prefixes
 from delaybridge.bridge.cancels.ledger import CancelLedger
 from delaybridge.bridge.cancels.requests import CancelRequest
 from delaybridge.bridge.flow import Direction, FlowControl
@@ -33,6 +35,8 @@ from delaybridge.connectors.reachability import KafkaReachability
 from delaybridge.timerlog import Clock
 
 log = logging.getLogger(__name__)
+ADMIN_KEY = ("admin-api", -1)
+"""Where an admin API prefix cancel is read from: no partition (its horizon holds none)."""
 T = TypeVar("T")
 CONTROL_TIMEOUT_S = 10.0
 #: The loop is unhealthy when its last turn started longer ago than this.
@@ -54,10 +58,14 @@ class CommandQueue:
         """The owner stopped answering: calls run inline again."""
         self._owner = None
 
+    def inline(self) -> bool:
+        """Would :meth:`call` run inline here (no owner yet, or the owner calls)?"""
+        return self._owner is None or threading.current_thread() is self._owner
+
     def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the owner thread and return its result (inline when there is
         no owner yet, or when the owner itself calls)."""
-        if self._owner is None or threading.current_thread() is self._owner:
+        if self.inline():
             return fn()
         future: Future[T] = Future()
         self._queue.put((fn, future))
@@ -94,8 +102,13 @@ class AdminControl:
         flow: FlowControl,
         clock: Clock,
         reachability: KafkaReachability,
+        checks: prefixes.PrefixChecks,
     ) -> None:
+        """``checks``: where a bulk cancel by prefix is counted against their cap
+        (``cancels.prefix_confirm_above``)."""
         self.commands = CommandQueue()
+        self._checks = checks
+        self._confirm_above = checks.cap
         self._group_id = group_id
         self._cancel_topic = cancel_topic
         self._partitions = partitions
@@ -174,22 +187,62 @@ class AdminControl:
         def do() -> dict[str, Any]:
             request = CancelRequest(id, target_topic, "admin-api")
             (matched,) = self._ledger.apply(self._partitions, [request], self._clock.now_ms())
-            topic = self._cancel_topic
-
-            def on_delivery(err: RdKafkaError | None, _msg: Message | None) -> None:
-                if err is not None:
-                    log.error("admin cancel of %r not published to %r: %s", id, topic, err.str())
-
-            # Queued, not awaited: the owner thread must not block on the broker here.
-            queued = self._outbox.send(topic, request.encode(), id.encode(), None, on_delivery)
             return {
                 "id": id,
                 "target_topic": target_topic,
-                "published": "queued" if queued else "not queued: producer queue full",
+                "published": self._publish(request, f"admin cancel of {id!r}"),
                 "matched_here": matched,
             }
 
         return self.commands.call(do)
+
+    def cancel_prefix(
+        self, prefix: str, target_topic: str | None, confirm: int | None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Counted a step per loop turn (``bridge/cancels/prefix.py``), then decided on
+        the owner thread; this thread waits for the answer (up to the control timeout)."""
+        answer: Future[dict[str, Any]] = Future()
+
+        def decide(request: CancelRequest, count: int) -> None:
+            if dry_run:
+                answer.set_result({"id_prefix": prefix, "count": count, "dry_run": True})
+                return
+            if count > self._confirm_above and (confirm is None or confirm < count):
+                answer.set_exception(ConfirmRequired(count, self._confirm_above))
+                return
+            self._ledger.apply(self._partitions, [request], self._clock.now_ms())
+            queued = self._publish(request, f"admin cancel of prefix {prefix!r}")
+            doc = {"id_prefix": prefix, "target_topic": target_topic, "count": count}
+            answer.set_result(doc | {"published": queued})
+
+        def start() -> None:
+            now_ms = self._clock.now_ms()  # sent now: it takes what was sent before
+            request = CancelRequest(prefix, target_topic, "admin-api", now_ms, prefix=True)
+            decided = partial(decide, request)
+            self._checks.start(ADMIN_KEY, -1, request, decided, None, _always, whole=True)
+
+        self.commands.call(start)
+        if self.commands.inline():  # no loop turns for us: count to the end here
+            while not answer.done():
+                self._checks.step()
+        try:
+            return answer.result(timeout=CONTROL_TIMEOUT_S)
+        except FutureTimeout as exc:
+            raise ControlTimeout(
+                f"the count of prefix {prefix!r} did not end in {CONTROL_TIMEOUT_S} s"
+            ) from exc
+
+    def _publish(self, request: CancelRequest, what: str) -> str:
+        """Queue ``request`` to the cancel topic (never awaited: the owner thread must
+        not block on the broker here); what the answer says of it."""
+        topic = self._cancel_topic
+
+        def on_delivery(err: RdKafkaError | None, _msg: Message | None) -> None:
+            if err is not None:
+                log.error("%s not published to %r: %s", what, topic, err.str())
+
+        queued = self._outbox.send(topic, request.encode(), request.id.encode(), None, on_delivery)
+        return "queued" if queued else "not queued: producer queue full"
 
     def list_pending(self, query: pending.PendingQuery) -> dict[str, Any]:
         return self.commands.call(lambda: pending.list_replica(self._partitions, query))
@@ -209,3 +262,7 @@ class AdminControl:
 
     def paused(self) -> set[Direction]:
         return set(self._flow.paused)
+
+
+def _always() -> bool:
+    return True

@@ -37,6 +37,19 @@ class BadRequest(DelayBridgeError):
         self.parameter = parameter
 
 
+class ConfirmRequired(DelayBridgeError):
+    """A bulk cancel by id prefix above ``cancels.prefix_confirm_above`` was not
+    confirmed (HTTP 409): ask again with ``confirm=<count>``."""
+
+    def __init__(self, count: int, cap: int) -> None:
+        super().__init__(
+            f"{count} pending messages match, more than cancels.prefix_confirm_above={cap}: "
+            f"repeat with confirm={count} to cancel them"
+        )
+        self.count = count
+        self.cap = cap
+
+
 @runtime_checkable
 class Control(Protocol):
     """What the HTTP side may ask of the running service."""
@@ -69,6 +82,17 @@ class Control(Protocol):
     def cancel(self, id: str, target_topic: str | None) -> dict[str, Any]:
         """Cancel the pending message ``id`` (optionally only if it targets
         ``target_topic``); returns a JSON-able result describing what happened."""
+        ...
+
+    def cancel_prefix(
+        self, prefix: str, target_topic: str | None, confirm: int | None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Cancel the pending messages whose id starts with ``prefix`` (optionally only
+        those bound for ``target_topic``) sent before this call, here and, through the
+        cancel topic, on every replica; the result gives ``count``, what this replica's
+        stores held. Raises :class:`ConfirmRequired` when that count is above the cap and
+        ``confirm`` is not at least it (``bridge/cancels/prefix.py``). ``dry_run``: only
+        count (the console asks every replica first, then confirms the total)."""
         ...
 
     def list_pending(self, query: PendingQuery) -> dict[str, Any]:

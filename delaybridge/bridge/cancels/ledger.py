@@ -61,20 +61,21 @@ def apply_cancels(parts: Iterable[PartitionState], requests: list[CancelRequest]
     origins = [parse_origin(r.origin) for r in requests]  # once, not once per store
     for part in parts:
         own = parse_origin(part.origin_prefix)[0]
-        cancels = [_for_store(r, o, own) for r, o in zip(requests, origins, strict=True)]
+        cancels = [for_store(r, o, own) for r, o in zip(requests, origins, strict=True)]
         for i, matched in enumerate(part.store.cancel(cancels)):
             hit[i] = hit[i] or matched
     return hit
 
 
-def _for_store(r: CancelRequest, parsed: Parsed, own: Origin | None) -> Cancel:
+def for_store(r: CancelRequest, parsed: Parsed, own: Origin | None) -> Cancel:
     """The cancel as the store of partition ``own`` applies it (the tie rules of the
     module docstring); ``parsed``: the request's origin, :func:`parse_origin`."""
     origin, offset = parsed
     if r.replace and r.sent_ms is not None and own is not None:
         sent, at = store_view(r.sent_ms, origin, offset, own)
         return Cancel(r.id, r.target_topic, sent, at, True)
-    return Cancel(r.id, r.target_topic, r.sent_ms, offset if origin == own else None, r.replace)
+    at = offset if origin == own else None
+    return Cancel(r.id, r.target_topic, r.sent_ms, at, r.replace, r.prefix)
 
 
 class CancelLedger:
@@ -118,6 +119,8 @@ class CancelLedger:
         for request, hit in zip(requests, hits, strict=True):
             if request.replace:  # one that finds nothing is the usual case, not unknown
                 self._tally.replaced += hit
+                continue
+            if request.prefix:  # its sweep counts what it takes, as it takes it
                 continue
             key = (request.id, request.target_topic)
             if hit:

@@ -43,6 +43,9 @@ class CancelRequest:
     sent_ms: int | None = None
     replace: bool = False
     """Made by a schedule with an explicit id: replaces (``ledger.py``)."""
+    prefix: bool = False
+    """A cancel by id prefix (``delay-cancel-prefix``, the admin API's bulk cancel):
+    ``id`` is the prefix (``prefix.py``)."""
 
     def encode(self) -> bytes:
         doc: dict[str, object] = {
@@ -54,6 +57,8 @@ class CancelRequest:
             doc["sent_ms"] = self.sent_ms
         if self.replace:
             doc["replace"] = True
+        if self.prefix:
+            doc["prefix"] = True
         return orjson.dumps(doc)
 
     @classmethod
@@ -87,7 +92,10 @@ class CancelRequest:
             raise UnreadableCancel("'replace' must be true or false")
         if replace and (topic is None or sent is None):
             raise UnreadableCancel("a replace needs 'target_topic' and 'sent_ms'")
-        return cls(id, topic, origin or "", sent, replace)
+        prefix = doc.get("prefix", False)
+        if not isinstance(prefix, bool) or (prefix and replace):
+            raise UnreadableCancel("'prefix' must be true or false, and not with 'replace'")
+        return cls(id, topic, origin or "", sent, replace, prefix)
 
 
 def parse_origin(origin: str) -> Parsed:

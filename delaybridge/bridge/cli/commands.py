@@ -5,7 +5,7 @@ delaybridge send --to orders --delay 30s [--config FILE] [--topic delay] [--key 
 delaybridge send --to orders --at 2026-11-22T08:00:00+01:00 VALUE
 delaybridge send --to reminders --cron "0 8 * * *" --tz Europe/Paris [--until T | --count N] VALUE
 delaybridge send --to reminders --every 1h30m [--at T] [--until T | --count N] VALUE
-delaybridge cancel [--config FILE] [--topic delay] [--to orders] ID
+delaybridge cancel [--config FILE] [--topic delay] [--to orders] ID | --prefix P
 delaybridge status [--url http://127.0.0.1:8080] [--token T]
 delaybridge pending list|stats (--url URL ... | --service NAME:PORT)   # see pending_cli
 
@@ -69,10 +69,18 @@ def register(commands: Any, bench: Any) -> None:
     send.add_argument("value", help="record value (UTF-8)")
     send.set_defaults(handler=_send)
 
-    cancel = commands.add_parser("cancel", help="cancel a pending message by its delay-id")
+    cancel = commands.add_parser(
+        "cancel", help="cancel a pending message by its delay-id, or all by an id prefix"
+    )
     _kafka_options(cancel)
     cancel.add_argument("--to", help="only if the message targets this topic")
-    cancel.add_argument("id", help="the delay-id to cancel")
+    which = cancel.add_mutually_exclusive_group(required=True)
+    which.add_argument("id", nargs="?", help="the delay-id to cancel")
+    which.add_argument(
+        "--prefix",
+        help="cancel every message whose delay-id starts with this (delay-cancel-prefix); "
+        "above cancels.prefix_confirm_above matches a replica dead-letters it",
+    )
     cancel.set_defaults(handler=_cancel)
 
     status = commands.add_parser("status", help="a running sidecar's partitions and counters")
@@ -178,7 +186,8 @@ def _cancel(args: argparse.Namespace) -> int:
 
     kafka, topic = _kafka_target(args)
     ref = send.cancel(kafka, topic, args)
-    print(f"cancel for {args.id!r} sent to {ref}")
+    what = f"prefix {args.prefix!r}" if args.prefix is not None else repr(args.id)
+    print(f"cancel for {what} sent to {ref}")
     return 0
 
 

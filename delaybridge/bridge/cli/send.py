@@ -62,8 +62,11 @@ def send(kafka: KafkaSettings, delay_topic: str, args: argparse.Namespace) -> Re
 
 
 def cancel(kafka: KafkaSettings, delay_topic: str, args: argparse.Namespace) -> RecordRef:
-    """Cancel the pending messages with ``args.id`` (``delaybridge cancel``)."""
+    """Cancel the pending messages with ``args.id``, or, with ``--prefix``, those whose id
+    starts with ``args.prefix`` (``delaybridge cancel``)."""
     with DelayClient.connect(kafka, delay_topic) as client:
+        if args.prefix is not None:
+            return _as_options(lambda: client.cancel_prefix(args.prefix, target=args.to))
         return _as_options(lambda: client.cancel(args.id, target=args.to))
 
 

@@ -11,10 +11,12 @@ Endpoints (docs/operations.md has curl examples):
 - ``GET /readyz`` — 200 once partitions are assigned and stores recovered, else 503
   with the reason; either way with ``conditions`` an operator should know of (ingest
   paused for want of disk space) when there are any.
-- ``/admin/...`` — stats, message look-up and cancel, pause/resume, the listing of
-  pending messages and their counts (``bridge/admin/pending.py``); requires
-  ``Authorization: Bearer <token>`` whenever a token is configured, checked before
-  routing so an unauthenticated caller learns nothing about paths.
+- ``/admin/...`` — stats, message look-up and cancel (by id, or in bulk by id prefix:
+  ``DELETE /admin/messages?id_prefix=``, 409 above the cap until confirmed),
+  pause/resume, the listing of pending messages and their counts
+  (``bridge/admin/pending.py``); requires ``Authorization: Bearer <token>`` whenever a
+  token is configured, checked before routing so an unauthenticated caller learns
+  nothing about paths.
 
 Errors are JSON ``{"error": ...}``; a bad parameter adds ``"parameter": <name>``.
 """
@@ -35,7 +37,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from delaybridge.bridge.admin import pending
-from delaybridge.bridge.admin.control import BadRequest, Control, ControlTimeout
+from delaybridge.bridge.admin.control import (
+    BadRequest,
+    ConfirmRequired,
+    Control,
+    ControlTimeout,
+)
 from delaybridge.bridge.flow import Direction
 from delaybridge.errors import DelayBridgeError
 
@@ -92,7 +99,7 @@ class Router:
             "/admin/paused": {"GET": self._paused},
             "/admin/pause": {"POST": self._pause},
             "/admin/resume": {"POST": self._resume},
-            "/admin/messages": {"GET": self._list},
+            "/admin/messages": {"GET": self._list, "DELETE": self._cancel_prefix},
             "/admin/pending": {"GET": self._pending},
         }
 
@@ -102,6 +109,9 @@ class Router:
             return self._dispatch(request)
         except BadRequest as exc:
             return error_response(HTTPStatus.BAD_REQUEST, str(exc), parameter=exc.parameter)
+        except ConfirmRequired as exc:
+            doc = {"error": str(exc), "count": exc.count, "confirm_above": exc.cap}
+            return json_response(HTTPStatus.CONFLICT, doc)
         except ControlTimeout as exc:
             return error_response(HTTPStatus.SERVICE_UNAVAILABLE, str(exc))
         except DelayBridgeError as exc:
@@ -190,6 +200,24 @@ class Router:
     def _list(self, request: Request) -> Response:
         query = pending.parse_query(_params(request, *pending.LIST_PARAMETERS))
         return json_response(HTTPStatus.OK, self._control.list_pending(query))
+
+    def _cancel_prefix(self, request: Request) -> Response:
+        """``DELETE /admin/messages?id_prefix=P[&target_topic=T][&confirm=N]``: a bulk
+        cancel; above the cap, 409 with the count until ``confirm`` is at least it;
+        ``dry_run=true``: the count only, nothing cancelled (never 409)."""
+        params = _params(request, "id_prefix", "target_topic", "confirm", "dry_run")
+        prefix = params.get("id_prefix", "")
+        if not prefix.strip():
+            raise BadRequest("id_prefix", "id_prefix must be given and not empty")
+        target = params.get("target_topic")
+        if target == "":
+            raise BadRequest("target_topic", "target_topic must not be empty")
+        confirm = pending.parse_int(params, "confirm")
+        dry_run = params.get("dry_run", "false")
+        if dry_run not in ("true", "false"):
+            raise BadRequest("dry_run", f"dry_run must be true or false, not {dry_run!r}")
+        result = self._control.cancel_prefix(prefix, target, confirm, dry_run == "true")
+        return json_response(HTTPStatus.OK, result)
 
     def _pending(self, request: Request) -> Response:
         start = pending.parse_int(_params(request, "start_ms"), "start_ms")

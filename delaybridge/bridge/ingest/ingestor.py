@@ -10,6 +10,8 @@ TimerRecords to store), and then:
   schedules of a partition); one that replaces by id is then also published to the
   cancel topic as a replace (``bridge/cancels/requests.py``), once it is in the store;
 - a :class:`Cancel` is re-published to the cancel topic (``bridge/cancels/requests.py``);
+  one by id prefix first waits for its count against the cap, and is dead-lettered as
+  ``prefix-over-cap`` above it (``bridge/cancels/prefix.py``);
 - a :class:`Rejected` record goes, unchanged, to the dead-letter topic with its reason.
 
 Whatever a record contains, nothing it makes the code raise escapes: anything raised
@@ -47,7 +49,9 @@ from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Message, TopicPartition
 
 from delaybridge.bridge.cancels.own_horizons import OwnHorizons
+from delaybridge.bridge.cancels.prefix import PrefixChecks
 from delaybridge.bridge.cancels.requests import CancelRequest
+from delaybridge.bridge.commit.holds import Hold
 from delaybridge.bridge.ingest.side_writes import SideWrite, SideWriter
 from delaybridge.bridge.observe.tally import Tally
 from delaybridge.bridge.partition.state import PartitionState, PartKey, Role
@@ -55,6 +59,7 @@ from delaybridge.bridge.state.changelog import Changelog
 from delaybridge.connectors import headers_of, is_fatal
 from delaybridge.contract.classify import Cancel, Rejected, Run, ingest_batch
 from delaybridge.contract.dead_letters import dead_letter_headers
+from delaybridge.contract.names import DELAY_CANCEL_PREFIX
 from delaybridge.contract.reasons import Reason
 from delaybridge.contract.rules import HeaderRules
 from delaybridge.durable import NO_SPACE
@@ -89,11 +94,15 @@ class Ingestor:
         horizons: OwnHorizons | None = None,
         apply_here: Callable[[list[CancelRequest]], None] | None = None,
         on_fatal: Callable[[RdKafkaError], None] | None = None,
+        checks: PrefixChecks | None = None,
     ) -> None:
         """``horizons``: told of every cancel written (the cancel horizon is on);
         ``apply_here``: applies a batch's cancels to this process's stores at once, so
         they need not come back from the cancel topic first (the horizon of an owned
-        partition is then where it is read, ``bridge/cancels/own_horizons.py``)."""
+        partition is then where it is read, ``bridge/cancels/own_horizons.py``);
+        ``checks``: where a prefix cancel waits for its count against the cap before it
+        is published or dead-lettered (``bridge/cancels/prefix.py``)."""
+        self._checks = checks
         self._changelog = changelog
         self._horizons = horizons
         self._apply_here = apply_here
@@ -133,10 +142,7 @@ class Ingestor:
             self._side_writes(
                 parts[key], writes, None if refused is None else refused.position.offset
             )
-        if self._requests:
-            requests, self._requests = self._requests, []
-            if self._apply_here is not None:
-                self._apply_here(requests)
+        self._apply_requests()
         return list(full.values())
 
     def _side_writes(
@@ -150,9 +156,45 @@ class Ingestor:
             if rewind is not None and _offset(msg) >= rewind:
                 return  # read again after the rewind, with the run before it
             if isinstance(decision, Cancel):
-                self._publish_cancel(part, msg, decision)
+                if decision.prefix and self._checks is not None:
+                    self._check_prefix(part, msg, decision, self._checks)
+                else:
+                    self._publish_cancel(part, msg, decision)
             else:
                 self._dead_letter(part, msg, decision)
+
+    def _check_prefix(
+        self, part: PartitionState, msg: Message, cancel: Cancel, checks: PrefixChecks
+    ) -> None:
+        """A prefix cancel is published (and applied here) or dead-lettered once the
+        matching messages of this process's stores are counted against the cap, a step
+        per loop turn; its offset is held until then (``bridge/cancels/prefix.py``)."""
+        offset = _offset(msg)
+
+        def decide(count: int) -> None:
+            if count <= checks.cap:
+                self._publish_cancel(part, msg, cancel)
+                self._apply_requests()
+                return
+            detail = (
+                f"header {DELAY_CANCEL_PREFIX} {cancel.id[:200]!r}: more than {checks.cap} "
+                "pending messages match in this replica's stores, above "
+                "cancels.prefix_confirm_above; cancel them through the admin API (it asks "
+                "to confirm) or by narrower prefixes"
+            )
+            self._dead_letter(part, msg, Rejected(Reason.PREFIX_OVER_CAP, detail))
+
+        part.offsets.handled(offset)
+        hold = Hold.of(part.offsets, offset)
+        request = cancel_request(msg, cancel)
+        checks.start(part.key, offset, request, decide, hold, lambda: not part.closed)
+
+    def _apply_requests(self) -> None:
+        """Apply the cancels published since the last call to this process's stores."""
+        if self._requests:
+            requests, self._requests = self._requests, []
+            if self._apply_here is not None:
+                self._apply_here(requests)
 
     def _store_run(self, part: PartitionState, run: Run | None) -> NoRoom | None:
         """Append a run; where to read again from, and what it needs, if the disk had
@@ -279,7 +321,8 @@ def _readable_headers(msg: Message) -> list[tuple[str, bytes | None]]:
 def cancel_request(msg: Message, cancel: Cancel, replace: bool = False) -> CancelRequest:
     """The cancel-topic record of a cancel read from ``msg``, or of the replace of the
     schedule ``msg`` holds: sent at the record's time, from its origin."""
-    return CancelRequest(cancel.id, cancel.target_topic, _origin(msg), msg.timestamp()[1], replace)
+    ts = msg.timestamp()[1]
+    return CancelRequest(cancel.id, cancel.target_topic, _origin(msg), ts, replace, cancel.prefix)
 
 
 def _offset(msg: Message) -> int:

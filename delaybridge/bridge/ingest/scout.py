@@ -25,6 +25,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Message, TopicPartition
 
 from delaybridge.bridge.cancels.own_horizons import OwnHorizons
+from delaybridge.bridge.cancels.prefix import PrefixChecks
 from delaybridge.bridge.cancels.requests import CancelRequest
 from delaybridge.bridge.ingest.ingestor import cancel_request
 from delaybridge.bridge.partition.state import PartKey
@@ -52,9 +53,13 @@ class CancelScout:
         horizons: OwnHorizons,
         clock: Clock,
         apply_here: Callable[[list[CancelRequest]], None],
+        checks: PrefixChecks | None = None,
     ) -> None:
         """``apply_here``: applies the cancels read to this process's stores at once,
-        as ingest does (``ingestor.py``)."""
+        as ingest does (``ingestor.py``); ``checks``: where a prefix cancel is counted
+        against the cap first (over it, it is left alone: ingest dead-letters it when it
+        reads it)."""
+        self._checks = checks
         self._apply_here = apply_here
         self._consumer = consumer
         self._rules = rules
@@ -89,7 +94,11 @@ class CancelScout:
                     self._publish(key, msg, Cancel(rec.id, rec.target_topic), replace=True)
         for key, writes in plan.later.items():
             for msg, decision in writes:
-                if isinstance(decision, Cancel):
+                if not isinstance(decision, Cancel):
+                    continue
+                if decision.prefix and self._checks is not None:
+                    self._check_prefix(key, msg, decision, self._checks)
+                else:
                     self._publish(key, msg, decision)
         if self._requests:
             requests, self._requests = self._requests, []
@@ -100,6 +109,22 @@ class CancelScout:
                 if key in self._positions:
                     offset: Any = msg.offset()
                     self._positions[key] = max(self._positions[key], int(offset) + 1)
+
+    def _check_prefix(
+        self, key: PartKey, msg: Message, cancel: Cancel, checks: PrefixChecks
+    ) -> None:
+        """Published and applied once counted under the cap (``bridge/cancels/prefix.py``);
+        meanwhile the partition's horizon stays at the record (``PrefixChecks.held``)."""
+
+        def decide(count: int) -> None:
+            if count <= checks.cap:
+                self._publish(key, msg, cancel)
+                requests, self._requests = self._requests, []
+                self._apply_here(requests)
+
+        offset: Any = msg.offset()
+        request = cancel_request(msg, cancel)
+        checks.start(key, int(offset), request, decide, None, lambda: key in self._positions)
 
     def close(self) -> None:
         self._consumer.close()

@@ -23,7 +23,11 @@ from delaybridge.timerlog.listing import Filter
 
 PAGE_SIZE = 50
 ROUNDS = 20
-NOTICES = {"cancelled": "Cancelled", "rescheduled": "Rescheduled"}
+NOTICES = {
+    "cancelled": "Cancelled",
+    "rescheduled": "Rescheduled",
+    "prefix-cancelled": "Cancelled every message with the id prefix",
+}
 
 
 def register(app: Flask) -> None:

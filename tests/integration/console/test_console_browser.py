@@ -13,6 +13,7 @@ an operator would. What is checked (issue 27 item 1):
 - a change without the CSRF token, or from another origin, is refused;
 - the dead-letter page shows each dead letter's reason and its original headers;
 - pause and resume reach both replicas;
+- a family of messages is cancelled by id prefix after its count is confirmed;
 - a read-only console shows no change and refuses a forged one;
 - every change is an audit line and a metric of the console.
 
@@ -461,6 +462,28 @@ def test_read_only_console_refuses_changes(
         ("bob", "reschedule", "refused"),
         ("bob", "pause", "refused"),
     }
+
+
+def test_cancel_a_family_by_prefix_after_confirming_its_count(
+    browser: Browser, console: ConsoleProcess, group: Group
+) -> None:
+    """Issue 27: the listing of an id prefix offers a bulk cancel; it counts on every
+    replica first (nothing cancelled), then cancels what was confirmed, and only that."""
+    family = [order(n) for n in range(70, 80)]
+    page = log_in(browser, console, "alice")
+    page.click("nav >> text=Pending messages")
+    page.fill("input[name=id_prefix]", "order-007")
+    page.click("form.filters button")
+    expect(page.locator("#messages a.id")).to_have_count(10)
+    page.click("#cancel-prefix")
+    expect(page.locator("#prefix-total")).to_have_text("10")
+    assert all(group.holds(id) for id in family), "the count cancelled something"
+    page.click("#confirm-cancel-prefix")
+    expect(page.locator(".notice")).to_contain_text("'order-007'")
+    expect(page.locator("#no-messages")).to_be_visible()
+    assert not [id for id in family if group.holds(id)], "still pending after the bulk cancel"
+    assert group.holds(order(69)) and group.holds(order(80))
+    page.context.close()
 
 
 def test_every_change_is_audited_and_counted(console: ConsoleProcess) -> None:

@@ -414,3 +414,52 @@ def test_an_expired_message_counts_as_expired_not_missing(kafka: Any, spark: Any
     assert (totals.expired, totals.missing) == (1, 2)
     without = run_reconciliation(dataclasses.replace(settings, dead_letter_topic=None), spark=spark)
     assert (without.totals.expired, without.totals.missing) == (0, 3)
+
+
+def test_a_prefix_cancelled_message_counts_as_cancelled_not_missing(kafka: Any, spark: Any) -> None:
+    """``delay-cancel-prefix`` (issue 27): the messages whose id starts with the prefix
+    and were sent before it are cancelled, in whichever partition; one sent after it, or
+    with another id, is owed and delivered."""
+    delay = kafka.create_topic("recon-prefix-delay", partitions=2)
+    target = kafka.create_topic("recon-prefix-target")
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all"})
+    sent = time.time_ns() // 1_000_000 - 600_000
+    offsets = [0, 0]
+    cases = [  # id, partition, sent at, delivered?
+        ("acme/1", 0, sent, False),
+        ("acme/2", 1, sent, False),
+        ("acme/late", 0, sent + 2_000, True),  # sent after the cancel
+        ("other/1", 1, sent, True),
+    ]
+    for id, partition, at, delivered in cases:
+        headers = _h(delay_target_topic=target, deliver_at_ms=str(sent + 60_000), delay_id=id)
+        producer.produce(delay, b"v", partition=partition, timestamp=at, headers=headers)
+        origin = f"{delay}/{partition}/{offsets[partition]}"
+        offsets[partition] += 1
+        if delivered:
+            due = str(sent + 60_000)
+            producer.produce(
+                target,
+                b"v",
+                timestamp=sent + 60_020,
+                headers=[
+                    ("delay-id", id.encode()),
+                    ("delay-origin", origin.encode()),
+                    ("delay-due-ms", due.encode()),
+                ],
+            )
+    cancel = _h(delay_cancel_prefix="acme/")
+    producer.produce(delay, b"", partition=1, timestamp=sent + 1_000, headers=cancel)
+    assert producer.flush(30) == 0
+    settings = ReconcileSettings(
+        bootstrap_servers=kafka.bootstrap_servers,
+        delay_topics=(delay,),
+        target_topics=(target,),
+        output_dir=None,
+        progress=False,
+    )
+    report = run_reconciliation(settings, spark=spark)
+    t = report.totals
+    assert (t.sent, t.cancelled, t.due, t.delivered, t.missing) == (4, 2, 2, 2, 0)
+    assert (t.early, t.cancel_ignored) == (0, 0)
+    assert report.exit_code == EXIT_OK

@@ -131,6 +131,18 @@ def test_reschedule_is_a_replacing_schedule_with_the_same_id(
     ]
 
 
+def test_cancel_prefix_writes_the_header_keyed_by_the_prefix(
+    client: DelayClient, cluster: FakeCluster
+) -> None:
+    client.cancel_prefix("tenant-9/", target="orders")
+    (msg,) = cluster.records(DELAY)
+    assert (msg.key(), msg.value()) == (b"tenant-9/", b"")
+    assert msg.headers() == [
+        ("delay-cancel-prefix", b"tenant-9/"),
+        ("delay-target-topic", b"orders"),
+    ]
+
+
 def test_cancel_is_keyed_by_the_id_with_an_empty_value(
     client: DelayClient, cluster: FakeCluster
 ) -> None:
@@ -263,6 +275,9 @@ def test_schedule_refuses_a_wrong_argument_and_names_it(
     [
         (lambda c: c.cancel(""), "id"),
         (lambda c: c.cancel("x", target="a b"), "target"),
+        (lambda c: c.cancel_prefix(""), "prefix"),
+        (lambda c: c.cancel_prefix("  "), "prefix"),
+        (lambda c: c.cancel_prefix("x", target="a b"), "target"),
         (lambda c: c.reschedule("i", "orders", b"v"), "delay/at/cron/every"),
         (lambda c: c.reschedule("", "orders", b"v", delay=timedelta(1)), "id"),
     ],

@@ -83,6 +83,8 @@ class FakeGroup:
                 "by_topic": {"orders": n} if n else {},
                 "histogram": {"by_minute": [n] + [0] * 59, "by_hour": [0]},
             }
+        if path == "/admin/messages" and method == "DELETE":  # cancel by prefix
+            return self.cancel_prefix(replica, query)
         if path == "/admin/messages":
             mine = list(self.held.values()) if replica == "r1" else []
             prefix = query.get("id_prefix", [""])[0]
@@ -107,6 +109,15 @@ class FakeGroup:
                 self.paused[replica].discard(direction)
             return {"paused": sorted(self.paused[replica])}
         raise AssertionError(f"unexpected {method} {path}")
+
+    def cancel_prefix(self, replica: str, query: dict[str, list[str]]) -> dict[str, Any]:
+        """r1 holds the messages; the answer a replica's admin API gives (no cap here)."""
+        prefix = query["id_prefix"][0]
+        mine = [i for i in self.held if i.startswith(prefix)] if replica == "r1" else []
+        if query.get("dry_run") != ["true"]:
+            for i in mine:
+                del self.held[i]
+        return {"id_prefix": prefix, "count": len(mine)}
 
 
 @dataclass
@@ -373,3 +384,37 @@ def test_logout_ends_the_session() -> None:
     token = log_in(h)
     assert post(h, "/logout", csrf_token=token).status_code == 302
     assert h.client.get("/", base_url=HOST).status_code == 302
+
+
+def test_cancel_by_prefix_counts_first_then_cancels_what_was_confirmed() -> None:
+    h = harness()
+    h.group.held |= {"order-2": MESSAGE | {"id": "order-2"}, "other": MESSAGE | {"id": "other"}}
+    token = log_in(h)
+    listing = h.client.get("/messages?id_prefix=order-", base_url=HOST).get_data(as_text=True)
+    assert 'id="cancel-prefix"' in listing
+    ask = post(h, "/messages/cancel-prefix", id_prefix="order-", csrf_token=token)
+    page = ask.get_data(as_text=True)
+    assert ask.status_code == 200 and 'id="prefix-total">2<' in page
+    assert set(h.group.held) == {"order-1", "order-2", "other"}  # a dry run: nothing gone
+    done = post(h, "/messages/cancel-prefix", id_prefix="order-", confirm="2", csrf_token=token)
+    assert done.status_code == 302 and "notice=prefix-cancelled" in done.headers["Location"]
+    assert set(h.group.held) == {"other"}
+    deletes = [q for _, m, p, q in h.group.requests if m == "DELETE" and p == "/admin/messages"]
+    assert {"dry_run": ["true"], "id_prefix": ["order-"]} in deletes
+    assert {"confirm": ["2"], "id_prefix": ["order-"]} in deletes
+    metrics = h.client.get("/metrics").get_data(as_text=True)
+    assert 'action="cancel-prefix",outcome="ok",who="alice"} 1.0' in metrics
+
+
+def test_cancel_by_prefix_refuses_an_empty_prefix_a_forged_form_and_read_only() -> None:
+    h = harness()
+    token = log_in(h)
+    assert post(h, "/messages/cancel-prefix", id_prefix=" ", csrf_token=token).status_code == 400
+    assert post(h, "/messages/cancel-prefix", id_prefix="order-").status_code == 403  # no CSRF
+    ro = harness(read_only=True)
+    ro_token = log_in(ro)
+    reply = post(ro, "/messages/cancel-prefix", id_prefix="order-", csrf_token=ro_token)
+    assert reply.status_code == 403
+    for group in (h.group, ro.group):
+        assert not [p for _, m, p, _ in group.requests if m == "DELETE"]
+    assert "order-1" in h.group.held and "order-1" in ro.group.held

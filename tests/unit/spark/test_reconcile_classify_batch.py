@@ -118,3 +118,22 @@ def test_a_jittered_schedule_is_owed_at_its_jittered_due_time() -> None:
     (row,) = out.to_pylist()
     assert row["kind"] == Kind.SCHEDULE
     assert row["due_ms"] == 1_000_500 + spread_ms("j1", 3_600_000) > 1_000_500
+
+
+def test_a_prefix_cancel_is_its_own_kind_holding_the_prefix() -> None:
+    # outcomes.py matches it by startswith, so a prefix-cancelled message counts as
+    # cancelled, not missing; an empty prefix is a rejected record naming the header.
+    batch = _batch(
+        [
+            {"headers": [("delay-cancel-prefix", b"tenant-1/"), ("delay-target-topic", b"orders")]},
+            {"headers": [("delay-cancel-prefix", b"")]},
+        ]
+    )
+    prefix, empty = classify_batch(batch, RULES).to_pylist()
+    assert (prefix["kind"], prefix["id"], prefix["target_topic"]) == (
+        Kind.CANCEL_PREFIX,
+        "tenant-1/",
+        "orders",
+    )
+    assert (empty["kind"], empty["reason"]) == (Kind.REJECTED, "bad-header")
+    assert "delay-cancel-prefix" in empty["detail"]

@@ -92,3 +92,30 @@ def test_cancel_goes_through_the_client(cluster: FakeCluster) -> None:
     (msg,) = cluster.records("d")
     assert (msg.key(), msg.value()) == (b"o-9", b"")
     assert msg.headers() == [("delay-cancel", b"o-9"), ("delay-target-topic", b"orders")]
+
+
+def test_cancel_by_prefix_goes_through_the_client(cluster: FakeCluster) -> None:
+    assert cli.main(["cancel", *BASE, "--to", "orders", "--prefix", "tenant-7/"]) == 0
+
+    (msg,) = cluster.records("d")
+    assert msg.key() == b"tenant-7/"
+    assert msg.headers() == [
+        ("delay-cancel-prefix", b"tenant-7/"),
+        ("delay-target-topic", b"orders"),
+    ]
+
+
+def test_cancel_by_a_blank_prefix_is_refused_naming_the_option(
+    cluster: FakeCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["cancel", *BASE, "--prefix", " "]) == 2
+    assert "--prefix" in capsys.readouterr().err
+    assert cluster.records("d") == []
+
+
+@pytest.mark.parametrize("options", [["--prefix", "a", "a-1"], []])
+def test_cancel_takes_an_id_or_a_prefix_not_both(cluster: FakeCluster, options: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["cancel", *BASE, *options])
+    assert exited.value.code == 2
+    assert cluster.records("d") == []

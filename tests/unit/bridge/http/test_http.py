@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from delaybridge.bridge.admin.control import Control, ControlTimeout
+from delaybridge.bridge.admin.control import ConfirmRequired, Control, ControlTimeout
 from delaybridge.bridge.flow import Direction
 from delaybridge.bridge.http.server import HttpServer
 from delaybridge.bridge.observe.metrics import Metrics
@@ -20,6 +20,7 @@ from delaybridge.settings import HttpSettings
 from tests.http_client import Client
 
 TOKEN = "s3cret-token-value"
+CONFIRM_ABOVE = 2
 
 
 @dataclass
@@ -31,6 +32,7 @@ class FakeControl:
     conditions_now: dict[str, str] = field(default_factory=dict)
     messages: dict[str, dict[str, Any]] = field(default_factory=dict)
     cancels: list[tuple[str, str | None]] = field(default_factory=list)
+    prefix_cancels: list[tuple[str, str | None]] = field(default_factory=list)
     paused_now: set[Direction] = field(default_factory=set)
     fail_with: Exception | None = None
     queries: list[Any] = field(default_factory=list)
@@ -60,6 +62,18 @@ class FakeControl:
     def cancel(self, id: str, target_topic: str | None) -> dict[str, Any]:
         self.cancels.append((id, target_topic))
         return {"id": id, "cancelled": id in self.messages}
+
+    def cancel_prefix(
+        self, prefix: str, target_topic: str | None, confirm: int | None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """As the service does: above CONFIRM_ABOVE, 409 until ``confirm`` covers it."""
+        count = sum(1 for id in self.messages if id.startswith(prefix))
+        if dry_run:
+            return {"id_prefix": prefix, "count": count, "dry_run": True}
+        if count > CONFIRM_ABOVE and (confirm is None or confirm < count):
+            raise ConfirmRequired(count, CONFIRM_ABOVE)
+        self.prefix_cancels.append((prefix, target_topic))
+        return {"id_prefix": prefix, "target_topic": target_topic, "count": count}
 
     def list_pending(self, query: Any) -> dict[str, Any]:
         self.queries.append(query)

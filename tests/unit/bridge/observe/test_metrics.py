@@ -286,6 +286,7 @@ FIRST_SCRAPE_AT_F0969C4 = {
             "delivery-failed",
             "internal-error",
             "missing-target",
+            "prefix-over-cap",  # issue 27: delay-cancel-prefix over the cap
             "record-too-large",
             "store-corrupt",
             "target-is-delay-topic",

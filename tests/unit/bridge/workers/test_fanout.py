@@ -70,6 +70,12 @@ class Worker:
         self.cancels.append(id)
         return {"id": id, "matched_here": int(id in self.holds)}
 
+    def cancel_prefix(
+        self, prefix: str, target_topic: str | None, confirm: int | None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        self.cancels.append(prefix)
+        return {"id_prefix": prefix, "count": sum(i.startswith(prefix) for i in self.holds)}
+
     def list_pending(self, query: Any) -> dict[str, Any]:
         msgs = [
             {"id": i, "position": [0, m["due_ms"], f"d-{self.index}", 0]} | m
