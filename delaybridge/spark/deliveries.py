@@ -134,6 +134,25 @@ def parse_expired(rows: DataFrame) -> DataFrame:
     )
 
 
+def parse_refused_prefix_cancels(rows: DataFrame) -> DataFrame:
+    """Dead-letter-topic rows → ``origin`` of every ``delay-cancel-prefix`` the sidecar
+    refused as ``prefix-over-cap`` (it matched more than ``cancels.prefix_confirm_above``
+    on the replica that read it): such a cancel took nothing, so it must not count."""
+    from pyspark.sql import functions as F
+
+    return (
+        rows.select(
+            F.try_element_at(_values(OUT_ERROR), F.lit(1)).cast("string").alias("reason"),
+            F.try_element_at(_values(OUT_ORIGIN), F.lit(1)).cast("string").alias("origin"),
+        )
+        .where(
+            (F.col("reason") == F.lit(Reason.PREFIX_OVER_CAP.value)) & F.col("origin").isNotNull()
+        )
+        .select("origin")
+        .distinct()
+    )
+
+
 def _values(name: str) -> Column:
     """The values of every header called ``name`` (an array; empty when absent)."""
     from pyspark.sql import functions as F

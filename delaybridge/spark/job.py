@@ -60,7 +60,11 @@ def open_session(settings: ReconcileSettings) -> SparkSession:
 def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None = None) -> Report:
     """Reconcile and (if ``settings.output_dir``) write the files; return the report."""
     from delaybridge.spark.decisions import Kind, classify_rows
-    from delaybridge.spark.deliveries import parse_deliveries, parse_expired
+    from delaybridge.spark.deliveries import (
+        parse_deliveries,
+        parse_expired,
+        parse_refused_prefix_cancels,
+    )
     from delaybridge.spark.outcomes import (
         Judgement,
         aggregate,
@@ -114,9 +118,9 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
             deliveries = parse_deliveries(raw_targets).persist()
             cached.append(deliveries)
             deliveries.count()
-        expired = None
+        expired = refused = None
         if settings.dead_letter_topic is not None:
-            with steps("read the dead-letter topic's expired messages"):
+            with steps("read the dead-letter topic's expired messages and refused cancels"):
                 dead_ranges = take_snapshot(
                     kafka, [settings.dead_letter_topic], since_ms=settings.since_ms, missing_ok=True
                 )
@@ -124,8 +128,10 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
                     spark, settings.bootstrap_servers, dead_ranges, settings.kafka_options
                 )
                 expired = parse_expired(raw_dead).persist()
-                cached.append(expired)
+                refused = parse_refused_prefix_cancels(raw_dead).persist()
+                cached += [expired, refused]
                 expired.count()
+                refused.count()
         judgement = Judgement(
             due_cutoff_ms=as_of_ms - settings.grace_ms,
             late_after_ms=settings.late_after_ms,
@@ -135,7 +141,7 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
             scheduled = schedules(decisions).persist()
             cached.append(scheduled)
             per_message = outcomes(
-                scheduled, decisions, deliveries, targets, judgement, expired
+                scheduled, decisions, deliveries, targets, judgement, expired, refused
             ).persist()
             cached.append(per_message)
             rollup = aggregate(per_message)

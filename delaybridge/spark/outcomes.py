@@ -135,9 +135,12 @@ def outcomes(
     targets: list[str],
     judgement: Judgement,
     expired: DataFrame | None = None,
+    refused_prefixes: DataFrame | None = None,
 ) -> DataFrame:
     """Steps 2–4 for the schedules (step 1's output) bound for ``targets``; ``expired``:
-    the dead-letter topic's expired messages by origin (``deliveries.parse_expired``).
+    the dead-letter topic's expired messages by origin (``deliveries.parse_expired``);
+    ``refused_prefixes``: the origins of the prefix cancels the sidecar refused
+    (``deliveries.parse_refused_prefix_cancels``), which cancel nothing.
 
     One row per message, plus one row per *unmatched* delivery group (a well-formed
     ``delay-id`` no schedule has): a full outer join finds both in one shuffle. Those
@@ -157,7 +160,9 @@ def outcomes(
     )
     origin = F.concat_ws("/", "topic", F.col("partition").cast("string"), F.col("offset"))
     joined = (
-        _first_cancels(scheduled.where(F.col("target_topic").isin(targets)), decisions)
+        _first_cancels(
+            scheduled.where(F.col("target_topic").isin(targets)), decisions, refused_prefixes
+        )
         .join(
             delivered,
             (origin == F.col("d_origin"))
@@ -180,14 +185,20 @@ def outcomes(
     return _flag(joined, judgement)
 
 
-def _first_cancels(scheduled: DataFrame, decisions: DataFrame) -> DataFrame:
+def _first_cancels(
+    scheduled: DataFrame, decisions: DataFrame, refused: DataFrame | None = None
+) -> DataFrame:
     """Step 2: ``scheduled`` plus ``cancel_ms``, the first cancel sent after each: by id
     (an equi-join), or by id prefix (``delay-cancel-prefix``: few, so broadcast and
-    matched with ``startswith``); the same sent-before rule for both."""
+    matched with ``startswith``; those in ``refused``, by origin, left out); the same
+    sent-before rule for both."""
     from pyspark.sql import functions as F
 
     by_id = _cancels_of(decisions, Kind.CANCEL)
     by_prefix = _cancels_of(decisions, Kind.CANCEL_PREFIX)
+    if refused is not None:
+        where = F.concat_ws("/", "c_topic", F.col("c_partition").cast("string"), "c_offset")
+        by_prefix = by_prefix.join(F.broadcast(refused), where == F.col("origin"), "left_anti")
     first = _first_of(scheduled, by_id, F.col("c_id") == F.col("id"), "cancel_ms")
     prefixed = F.col("id").startswith(F.col("c_id"))
     return _first_of(first, F.broadcast(by_prefix), prefixed, "prefix_ms").select(

@@ -463,3 +463,41 @@ def test_a_prefix_cancelled_message_counts_as_cancelled_not_missing(kafka: Any, 
     assert (t.sent, t.cancelled, t.due, t.delivered, t.missing) == (4, 2, 2, 2, 0)
     assert (t.early, t.cancel_ignored) == (0, 0)
     assert report.exit_code == EXIT_OK
+
+
+def test_a_prefix_cancel_the_sidecar_refused_cancels_nothing(kafka: Any, spark: Any) -> None:
+    """A ``delay-cancel-prefix`` dead-lettered as ``prefix-over-cap`` took nothing: with
+    the dead-letter topic read, its messages, delivered, are owed and delivered, not
+    "cancel ignored"; without it, the job cannot know and says cancel ignored."""
+    delay = kafka.create_topic("recon-refused-delay")
+    target = kafka.create_topic("recon-refused-target")
+    dlt = kafka.create_topic("recon-refused-dlt")
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all"})
+    sent = time.time_ns() // 1_000_000 - 600_000
+    due = sent + 60_000
+    for offset, id in enumerate(("big/1", "big/2")):
+        headers = _h(delay_target_topic=target, deliver_at_ms=str(due), delay_id=id)
+        producer.produce(delay, b"v", partition=0, timestamp=sent, headers=headers)
+        delivery = _delivery(id, due, f"{delay}/0/{offset}")
+        producer.produce(target, b"v", timestamp=due + 20, headers=delivery)
+    cancel = _h(delay_cancel_prefix="big/")
+    producer.produce(delay, b"", partition=0, timestamp=sent + 1_000, headers=cancel)  # offset 2
+    refused = [
+        ("delay-origin", f"{delay}/0/2".encode()),
+        ("delay-error", b"prefix-over-cap"),
+        ("delay-error-detail", b"2 pending match, more than the cap 1"),
+    ]
+    producer.produce(dlt, b"", timestamp=sent + 1_100, headers=refused)
+    assert producer.flush(30) == 0
+    settings = ReconcileSettings(
+        bootstrap_servers=kafka.bootstrap_servers,
+        delay_topics=(delay,),
+        target_topics=(target,),
+        dead_letter_topic=dlt,
+        output_dir=None,
+        progress=False,
+    )
+    t = run_reconciliation(settings, spark=spark).totals
+    assert (t.sent, t.cancelled, t.delivered, t.cancel_ignored, t.missing) == (2, 0, 2, 0, 0)
+    blind = run_reconciliation(dataclasses.replace(settings, dead_letter_topic=None), spark=spark)
+    assert (blind.totals.cancelled, blind.totals.cancel_ignored) == (2, 2)
