@@ -482,7 +482,7 @@ def test_a_prefix_cancel_the_sidecar_refused_cancels_nothing(kafka: Any, spark: 
         producer.produce(target, b"v", timestamp=due + 20, headers=delivery)
     cancel = _h(delay_cancel_prefix="big/")
     producer.produce(delay, b"", partition=0, timestamp=sent + 1_000, headers=cancel)  # offset 2
-    refused = [
+    refused: Headers = [
         ("delay-origin", f"{delay}/0/2".encode()),
         ("delay-error", b"prefix-over-cap"),
         ("delay-error-detail", b"2 pending match, more than the cap 1"),
