@@ -205,7 +205,8 @@ class AdminControl:
 
         def decide(request: CancelRequest, count: int) -> None:
             if dry_run:
-                answer.set_result({"id_prefix": prefix, "count": count, "dry_run": True})
+                doc = {"id_prefix": prefix, "count": count, "dry_run": True}
+                answer.set_result(doc | {"confirm_above": self._confirm_above})
                 return
             if count > self._confirm_above and (confirm is None or confirm < count):
                 answer.set_exception(ConfirmRequired(count, self._confirm_above))

@@ -13,6 +13,11 @@ port of its own; this router answers the pod's port by asking them:
 - ``/admin/messages/<id>`` — GET: the worker that holds it answers; DELETE: sent to the
   worker that holds it (else to the first running one): one cancel record is published
   to the cancel topic, which every worker reads;
+- ``DELETE /admin/messages?id_prefix=`` — a bulk cancel counted on every worker (a dry
+  run each), the cap (``cancels.prefix_confirm_above``) applied to the pod's sum, then
+  sent to one worker, which applies it and publishes it to the cancel topic that every
+  worker reads: one decision and one count for the pod, never a cancel taken by some
+  workers and refused by others;
 - ``/admin/stats`` — the workers' partitions in one list, in-flight counts summed;
 - anything else (pause, resume, paused) — sent to every worker; ``paused`` is the union.
 
@@ -35,7 +40,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from delaybridge.bridge.admin import pending, replicas
-from delaybridge.bridge.admin.control import BadRequest
+from delaybridge.bridge.admin.control import BadRequest, ConfirmRequired
 from delaybridge.bridge.http.routes import (
     MESSAGES_PREFIX,
     Request,
@@ -66,6 +71,10 @@ from delaybridge.timerlog.list_cursor import Cursor
 
 TIMEOUT_S = 30.0
 PROBE_TIMEOUT_S = 3.0
+
+
+#: ``confirm`` sent with a prefix cancel whose cap the pod's sum passed already.
+UNCAPPED = 2**62
 
 
 class FanOut:
@@ -119,6 +128,8 @@ class FanOut:
             return self._stats(request)
         if path.startswith(MESSAGES_PREFIX) and method in ("GET", "DELETE"):
             return self._message(request)
+        if path == "/admin/messages" and method == "DELETE":
+            return self._cancel_prefix(request)
         return self._everywhere(request)
 
     # -- open endpoints --------------------------------------------------------------------
@@ -256,6 +267,35 @@ class FanOut:
         index, url = holder or next(iter(urls.items()))
         return as_response(self._call(index, url, request))
 
+    def _cancel_prefix(self, request: Request) -> Response:
+        query = {name: list(values) for name, values in request.query.items()}
+        counting = {k: v for k, v in query.items() if k not in ("confirm", "dry_run")}
+        counted = self._all(request, _with_query(request, counting | {"dry_run": ["true"]}))
+        for answer in counted.values():
+            if answer.status != HTTPStatus.OK:
+                return as_response(answer)  # e.g. 400 naming id_prefix: every worker says it
+        docs = {i: a.json() for i, a in counted.items()}
+        counts = {i: int(d["count"]) for i, d in docs.items()}
+        total = sum(counts.values())
+        prefix = query.get("id_prefix", [""])[0]
+        if query.get("dry_run") == ["true"]:
+            doc = {"id_prefix": prefix, "count": total, "dry_run": True, "workers": counts}
+            return json_response(HTTPStatus.OK, doc)
+        cap = min(int(d["confirm_above"]) for d in docs.values())
+        confirm = pending.parse_int(_single(request, *query), "confirm")
+        if total > cap and (confirm is None or confirm < total):
+            refused = ConfirmRequired(total, cap)
+            doc = {"error": str(refused), "count": total, "confirm_above": cap, "workers": counts}
+            return json_response(HTTPStatus.CONFLICT, doc)
+        # The cap was applied to the pod's sum: the worker that applies it must not
+        # refuse on its own share (or on a few arrived since the count).
+        applying = counting | {"confirm": [str(UNCAPPED)]}
+        index, url = next(iter(self._running().items()))
+        answer = self._call(index, url, request, _with_query(request, applying))
+        if answer.status != HTTPStatus.OK:
+            return as_response(answer)
+        return json_response(HTTPStatus.OK, answer.json() | {"count": total, "workers": counts})
+
     def _everywhere(self, request: Request) -> Response:
         answers = self._all(request)
         for answer in answers.values():
@@ -266,6 +306,10 @@ class FanOut:
         if all(isinstance(d, dict) and "paused" in d for d in docs.values()):
             merged["paused"] = sorted({p for d in docs.values() for p in d["paused"]})
         return json_response(HTTPStatus.OK, merged)
+
+
+def _with_query(request: Request, query: dict[str, list[str]]) -> str:
+    return _target(replace(request, query=query))
 
 
 def _target(request: Request) -> str:

@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from delaybridge.bridge.admin.control import ConfirmRequired
 from delaybridge.bridge.flow import Direction
 from delaybridge.bridge.http.routes import Request, Router
 from delaybridge.bridge.http.server import HttpServer
@@ -31,6 +32,8 @@ from delaybridge.settings import HttpSettings
 from tests.http_client import Client
 
 TOKEN = "t0ken"
+#: The workers' cancels.prefix_confirm_above.
+CAP = 2
 
 
 @dataclass
@@ -73,8 +76,14 @@ class Worker:
     def cancel_prefix(
         self, prefix: str, target_topic: str | None, confirm: int | None, dry_run: bool = False
     ) -> dict[str, Any]:
+        """As the Control's: a dry run counts; above the cap, unconfirmed, refused."""
+        count = sum(i.startswith(prefix) for i in self.holds)
+        if dry_run:
+            return {"id_prefix": prefix, "count": count, "dry_run": True, "confirm_above": CAP}
+        if count > CAP and (confirm is None or confirm < count):
+            raise ConfirmRequired(count, CAP)
         self.cancels.append(prefix)
-        return {"id_prefix": prefix, "count": sum(i.startswith(prefix) for i in self.holds)}
+        return {"id_prefix": prefix, "count": count}
 
     def list_pending(self, query: Any) -> dict[str, Any]:
         msgs = [
@@ -229,6 +238,25 @@ def test_a_message_is_found_and_cancelled_where_it_is() -> None:
     assert (pod.workers[0].cancels, pod.workers[1].cancels) == ([], ["b"])
     pod("DELETE", "/admin/messages/zzz")  # held nowhere: one worker publishes the cancel
     assert pod.workers[0].cancels == ["zzz"] and pod.workers[1].cancels == ["b"]
+
+
+def test_a_prefix_cancel_is_capped_on_the_pods_sum_and_sent_once() -> None:
+    # Each worker alone holds no more than the cap (1 and 2 of "acme-"), the pod 3: sent
+    # to every worker as it was, both would have cancelled and none asked to confirm.
+    pod = Pod()
+    pod.workers[0].holds["acme-1"] = {"due_ms": 7}
+    pod.workers[1].holds.update({"acme-2": {"due_ms": 8}, "acme-3": {"due_ms": 9}})
+    dry = _json(pod("DELETE", "/admin/messages?id_prefix=acme-&dry_run=true"))
+    assert (dry["count"], dry["workers"]) == (3, {"0": 1, "1": 2})
+    refused = pod("DELETE", "/admin/messages?id_prefix=acme-")
+    assert refused.status == 409
+    assert (_json(refused)["count"], _json(refused)["confirm_above"]) == (3, CAP)
+    assert pod("DELETE", "/admin/messages?id_prefix=acme-&confirm=2").status == 409
+    assert pod.workers[0].cancels == pod.workers[1].cancels == []
+    done = _json(pod("DELETE", "/admin/messages?id_prefix=acme-&confirm=3"))
+    assert done["count"] == 3
+    assert pod.workers[0].cancels + pod.workers[1].cancels == ["acme-"], "one worker publishes"
+    assert pod("DELETE", "/admin/messages?id_prefix=").status == 400
 
 
 def test_pause_goes_to_every_worker_and_errors_pass_through() -> None:
