@@ -95,3 +95,37 @@ def test_reschedule_moves_a_message_earlier_and_later_and_it_arrives_once(
     by_id = {a.id: a for a in watcher.arrivals}
     assert moved_ms + 1_000 <= by_id["sooner"].due_ms < moved_ms + 3_000
     assert by_id["later"].due_ms >= moved_ms + 3_000
+
+
+def test_cancel_prefix_takes_the_family_and_jitter_spreads_after_the_asked_time(
+    kafka: Any, topics: Topics, sidecar: InProcessSidecar, watcher: Watcher
+) -> None:
+    # cancel_prefix: every pending message whose id starts with the prefix and was sent
+    # before it, whatever its partition; jitter: due up to that long after the asked
+    # time, by a hash of the id (never before it).
+    from delaybridge.contract.jitter import spread_ms
+
+    orders = topics.targets[0]
+    with DelayClient.connect(kafka.bootstrap_servers, topics.delay) as client:
+        first_sent = now_ms()
+        for i in range(6):
+            client.schedule(orders, b"v", id=f"shop-7/{i}", delay=timedelta(seconds=2))
+            client.schedule(
+                orders,
+                b"v",
+                id=f"shop-8/{i}",
+                delay=timedelta(seconds=2),
+                jitter=timedelta(seconds=1),
+            )
+        sent_within = now_ms() - first_sent
+        client.cancel_prefix("shop-7/")
+
+    watcher.until(lambda a: len(a) >= 6, 30, "the six of shop-8")
+    watcher.settle(1.5)  # past shop-7's due time (the same as shop-8's asked time)
+    assert sorted(a.id for a in watcher.arrivals) == [f"shop-8/{i}" for i in range(6)]
+    assert early(watcher.arrivals) == []
+    # Take each one's offset away and the asked times (send time + 2 s) lie within the
+    # time the sends took; the offsets themselves differ by up to the second (87 to
+    # 945 ms for these six ids).
+    asked = [a.due_ms - spread_ms(a.id, 1_000) for a in watcher.arrivals]
+    assert max(asked) - min(asked) <= sent_within + 50, (asked, sent_within)
