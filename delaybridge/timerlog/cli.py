@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -174,23 +177,14 @@ def _bench_store(args: argparse.Namespace) -> int:
 
 
 def _bench_listing(args: argparse.Namespace) -> int:
-    import shutil
-
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
 
-    from delaybridge.timerlog.bench import default_work_dir
     from delaybridge.timerlog.bench_listing import run_listing
 
-    work = args.work_dir or default_work_dir()
-    work.mkdir(parents=True, exist_ok=True)
-    try:
-        with Progress() as progress:
-            r = run_listing(args.pending, work, args.limit, args.repeat, progress)
-    finally:
-        if args.work_dir is None:
-            shutil.rmtree(work, ignore_errors=True)
+    with _work_dir(args.work_dir) as work, Progress() as progress:
+        r = run_listing(args.pending, work, args.limit, args.repeat, progress)
     table = Table(title=f"delaybridge bench listing: {r.pending:,} pending, pages of {r.limit}")
     for c in ("case", "median ms", "max ms", "items", "examined", "partial"):
         table.add_column(c, justify="left" if c == "case" else "right")
@@ -211,28 +205,33 @@ def _bench_listing(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def _work_dir(given: Path | None) -> Iterator[Path]:
+    """A bench's store directory: ``given``, kept; else a fresh one, removed after."""
+    from delaybridge.timerlog.bench import default_work_dir
+
+    work = given or default_work_dir()
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        yield work
+    finally:
+        if given is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def _mb(value: float | None) -> str:
     return "?" if value is None else f"{value:.0f}"
 
 
 def _bench_prefix(args: argparse.Namespace) -> int:
-    import shutil
-
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
 
-    from delaybridge.timerlog.bench import default_work_dir
     from delaybridge.timerlog.bench_prefix import run_prefix
 
-    work = args.work_dir or default_work_dir()
-    work.mkdir(parents=True, exist_ok=True)
-    try:
-        with Progress() as progress:
-            r = run_prefix(args.pending, work, args.budget, args.repeat, progress)
-    finally:
-        if args.work_dir is None:
-            shutil.rmtree(work, ignore_errors=True)
+    with _work_dir(args.work_dir) as work, Progress() as progress:
+        r = run_prefix(args.pending, work, args.budget, args.repeat, progress)
     table = Table(title=f"delaybridge bench prefix: {r.pending:,} pending")
     for c in ("case", "median ms", "max ms", "matched", "steps", "total s"):
         table.add_column(c, justify="left" if c == "case" else "right")
