@@ -222,6 +222,7 @@ class Service:
             cancels.prefix_confirm_above, cancels.prefix_sweep_entries, self._stores
         )
         self.ledger = CancelLedger(grace_ms, self.tally, on_removed=removed)
+        self.feed.applied_here = self.ledger.applied_here
         owned: dict[PartKey, PartitionState] = {}
         self.commits.owned = owned
         self.commit = self._commit_point(owned, self.changelog)
@@ -458,8 +459,11 @@ class Service:
         return read
 
     def _apply_here(self, requests: list[CancelRequest]) -> None:
-        """Cancels read from an owned partition reach this process's stores at once."""
-        self.ledger.apply(self.partitions, requests, self.clock.now_ms())
+        """Cancels read from an owned partition reach this process's stores at once
+        (and not again when the feed reads them back: ``bridge/cancels/ledger.py``)."""
+        now_ms = self.clock.now_ms()
+        self.feed.wait_here(requests, now_ms)
+        self.ledger.apply_here(self.partitions, requests, now_ms)
 
     def _stores(self) -> Partitions:
         """The partitions whose stores a prefix cancel's count covers."""

@@ -103,6 +103,9 @@ class CancelFeed:
         self._held: list[CancelRequest] = []
         self._saved_replay: dict[int, int] = {}
         self._unreadable = 0
+        self.applied_here: Callable[[CancelRequest], bool] = _never
+        """Was this request applied here already (``CancelLedger.applied_here``)? Its
+        replace waits already (:meth:`wait_here`)."""
 
     def start(self, now_ms: int, timeout_s: float) -> None:
         """Assign every partition of the cancel topic, from the saved position on (or
@@ -332,16 +335,8 @@ class CancelFeed:
                     self._unreadable_one(msg, exc)
                 continue
             if request.replace and request.target_topic and request.sent_ms is not None:
-                origin, offset = parse_origin(request.origin)
-                self.waits.add(
-                    request.id,
-                    request.target_topic,
-                    request.sent_ms,
-                    origin,
-                    offset,
-                    now_ms,
-                    replay,
-                )
+                if replay or not self.applied_here(request):
+                    self._wait(request, now_ms, replay)
                 firsts.setdefault(p, o)
             elif not replay:
                 self.recent.append((now_ms, request))
@@ -357,6 +352,22 @@ class CancelFeed:
         while self.recent and self.recent[0][0] < now_ms - self._keep_ms:
             self.recent.popleft()
         return out
+
+    def wait_here(self, requests: list[CancelRequest], now_ms: int) -> None:
+        """This process publishes ``requests`` and applies them to its stores now
+        (``CancelLedger.apply_here``): its replaces wait from now, not from when they
+        are read back, so that an older copy stored in between is taken as it arrives.
+        Read back, they are not added again."""
+        for request in requests:
+            if request.replace and request.target_topic and request.sent_ms is not None:
+                self._wait(request, now_ms, False)
+
+    def _wait(self, request: CancelRequest, now_ms: int, replay: bool) -> None:
+        assert request.target_topic is not None and request.sent_ms is not None
+        origin, offset = parse_origin(request.origin)
+        self.waits.add(
+            request.id, request.target_topic, request.sent_ms, origin, offset, now_ms, replay
+        )
 
     def _unreadable_one(self, msg: Any, exc: UnreadableCancel) -> None:
         self._unreadable += 1
@@ -383,6 +394,10 @@ class CancelFeed:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def _never(request: CancelRequest) -> bool:
+    return False
 
 
 def _as_request(w: WaitingReplace) -> CancelRequest:

@@ -22,6 +22,14 @@ Protocol (the format is ``requests.py``, the feed ``feed.py``):
    its message (the message's partition lags) still wins when it arrives (a replace is
    kept once per process instead, in the feed's table: ``timerlog/replace_waits.py``).
 
+A cancel or replace published by this process is applied to its stores at once, as
+ingest (or the cancel scout) reads it (:meth:`CancelLedger.apply_here`; the cancel
+horizon counts on it, ``own_horizons.py``), and a replace waits in the feed's table from
+then on. When the feed reads it back, only the stores opened since then get it: the
+others applied it already, and a second pass cost an id-index lookup and a decoded
+record per store for every schedule with an id (a tenth of the CPU of a steady load of
+such schedules; docs/benchmarks.md).
+
 A cancel takes only the messages with its id that were *sent before it* (the record
 timestamps in the delay topic; ties in one partition by offset): a reschedule (cancel,
 then the same id again) keeps the new message, and a cancel that comes too late (the
@@ -102,6 +110,22 @@ class CancelLedger:
         self._tally = tally
         self._limit = limit
         self._recent: OrderedDict[tuple[str, str | None], int] = OrderedDict()
+        self._here: OrderedDict[CancelRequest, tuple[int, tuple[PartitionState, ...]]] = (
+            OrderedDict()
+        )
+        """Requests applied here and not read back yet: when, and to which stores."""
+
+    def apply_here(
+        self, parts: Iterable[PartitionState], requests: list[CancelRequest], now_ms: int
+    ) -> list[bool]:
+        """:meth:`apply` requests this process publishes, and remember the stores that had
+        them: reading them back applies them only to stores opened since."""
+        parts = tuple(parts)
+        hits = self.apply(parts, requests, now_ms)
+        for request in requests:
+            self._here[request] = (now_ms, parts)
+            self._here.move_to_end(request)
+        return hits
 
     def apply(
         self, parts: Iterable[PartitionState], requests: list[CancelRequest], now_ms: int
@@ -111,12 +135,23 @@ class CancelLedger:
             or next(iter(self._recent.values())) < now_ms - self._grace_ms
         ):
             self._recent.popitem(last=False)
+        while self._here and (
+            len(self._here) > self._limit
+            or next(iter(self._here.values()))[0] < now_ms - self._grace_ms
+        ):
+            self._here.popitem(last=False)  # never read back (its write gave up)
         parts = list(parts)
-        hits = apply_cancels(parts, requests)
+        echoes: set[int] = set()
+        if self._here:
+            hits = self._apply_new(parts, requests, echoes)
+        else:
+            hits = apply_cancels(parts, requests)
         if self._on_removed is not None:
             for part in parts:
                 self._on_removed(part)
-        for request, hit in zip(requests, hits, strict=True):
+        for i, (request, hit) in enumerate(zip(requests, hits, strict=True)):
+            if i in echoes and not hit:
+                continue  # counted when applied here
             if request.replace:  # one that finds nothing is the usual case, not unknown
                 self._tally.replaced += hit
                 continue
@@ -130,3 +165,35 @@ class CancelLedger:
             elif key not in self._recent:
                 self._tally.cancel_unknown += 1
         return hits
+
+    def _apply_new(
+        self, parts: list[PartitionState], requests: list[CancelRequest], echoes: set[int]
+    ) -> list[bool]:
+        """:func:`apply_cancels`, less what :meth:`apply_here` applied: a request read
+        back (its index added to ``echoes``) goes only to the stores that did not have
+        it then, and reports a hit only there: the others were counted then."""
+        fresh: list[int] = []
+        hits = [False] * len(requests)
+        had: tuple[PartitionState, ...] = ()
+        opened: list[PartitionState] = []
+        for i, request in enumerate(requests):
+            applied = self._here.pop(request, None)
+            if applied is None:
+                fresh.append(i)
+                continue
+            echoes.add(i)
+            if applied[1] is not had:  # one apply_here's requests share its tuple
+                had = applied[1]
+                ids = {id(q) for q in had}
+                opened = [p for p in parts if id(p) not in ids]
+            if opened:
+                (hits[i],) = apply_cancels(opened, [request])
+        if fresh:
+            matched = apply_cancels(parts, [requests[i] for i in fresh])
+            for i, hit in zip(fresh, matched, strict=True):
+                hits[i] = hit
+        return hits
+
+    def applied_here(self, request: CancelRequest) -> bool:
+        """Was ``request`` applied here, and not read back yet (:meth:`apply_here`)?"""
+        return request in self._here

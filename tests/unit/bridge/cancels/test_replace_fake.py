@@ -5,9 +5,11 @@ the same target topic replaces it, latest sent wins, in any delay-topic partitio
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import generate_latest
 
+from delaybridge.timerlog import TimerStore
 from tests.unit.bridge.sidecar_kit import CANCELS, DELAY, DLT, FakeSidecar, schedule
 
 
@@ -133,3 +135,31 @@ def test_a_replace_re_read_after_a_restart_is_published_again(tmp_path: Path) ->
     run_out(again, 6_000)
     assert [o for _, o, _ in delivered(again)] == [f"{DELAY}/0/0"]
     again.stop()
+
+
+def test_a_replace_is_looked_up_once_per_store(tmp_path: Path, monkeypatch: Any) -> None:
+    # The replace of a schedule is applied to this process's stores at ingest; reading
+    # it back from the cancel topic does not look it up in the same stores again (an
+    # id-index lookup and a record decoded per store: a tenth of the CPU of a steady
+    # load of schedules with ids). An older copy that reaches another store after the
+    # ingest, before the read-back, is still replaced: the replace waits from the ingest.
+    asked: list[tuple[str, str]] = []
+    cancel = TimerStore.cancel
+
+    def counting(store: TimerStore, cancels: Any) -> list[bool]:
+        asked.extend((store.directory.name, c.id) for c in cancels if c.replace)
+        return cancel(store, cancels)
+
+    monkeypatch.setattr(TimerStore, "cancel", counting)
+    side = FakeSidecar(tmp_path)
+    side.clock.advance(10)
+    side.send(schedule("order", 3_000), partition=0)
+    side.turns(1)
+    old = side.clock.now_ms() - 5  # sent before the replace, read after it
+    side.cluster.append(DELAY, 1, b"k", b"v", schedule("order", 1_000), timestamp_ms=old)
+    side.turns(4)
+    # Two schedules with the id, so two replaces: each store looked each up once.
+    assert sorted(asked) == [(f"{DELAY}-0", "order")] * 2 + [(f"{DELAY}-1", "order")] * 2
+    run_out(side, 4_000)
+    assert [o for _, o, _ in delivered(side)] == [f"{DELAY}/0/0"]
+    side.stop()
