@@ -26,6 +26,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from confluent_kafka import KafkaError as RdKafkaError
 from confluent_kafka import Message
@@ -69,12 +70,15 @@ class Lane:
     callback and no :class:`Write` (:meth:`Resender.send_in`): the changelog writes a
     value and a tombstone per delivered message, and building a :class:`Write` for each
     took the tick drain from 0.90 to 0.85 of what it was before the house
-    (docs/benchmarks.md, the house before and after)."""
+    (docs/benchmarks.md, the house before and after). For the same reason the lane,
+    not each record, holds what an acknowledgement calls: ``on_ack(key, extra, msg)``,
+    with the record's key and the ``extra`` it was sent with."""
 
     what: str
     topic: str
     partition: int | None
     wanted: Callable[[], bool]
+    on_ack: Callable[[bytes | None, Any, Message | None], None]
 
 
 class Resender:
@@ -107,13 +111,14 @@ class Resender:
         value: bytes | None,
         key: bytes | None,
         headers: Headers | None,
-        on_ack: Callable[[Message | None], None],
+        extra: Any = None,
     ) -> None:
         """``send(Write(...))`` for a record of ``lane`` whose ``lane.wanted()`` the caller
-        has just seen true; the :class:`Write` is built only if it must be sent again."""
-        on_delivery = partial(self._lane_outcome, lane, value, key, headers, on_ack)
+        has just seen true; acknowledged, it calls ``lane.on_ack(key, extra, msg)``. The
+        :class:`Write` is built only if it must be sent again."""
+        on_delivery = partial(self._lane_outcome, lane, value, key, headers, extra)
         if not self._outbox.send(lane.topic, value, key, headers, on_delivery, lane.partition):
-            w = _write_of(lane, value, key, headers, on_ack)
+            w = _write_of(lane, value, key, headers, extra)
             self.later(w.failures, partial(self._again, w))  # step 5
 
     def later(self, failures: int, run: Callable[[], bool]) -> None:
@@ -133,14 +138,14 @@ class Resender:
         value: bytes | None,
         key: bytes | None,
         headers: Headers | None,
-        on_ack: Callable[[Message | None], None],
+        extra: Any,
         err: RdKafkaError | None,
         msg: Message | None,
     ) -> None:
         if err is None:
-            on_ack(msg)  # step 2
+            lane.on_ack(key, extra, msg)  # step 2
             return
-        self._outcome(_write_of(lane, value, key, headers, on_ack), err, msg)
+        self._outcome(_write_of(lane, value, key, headers, extra), err, msg)
 
     def _outcome(self, w: Write, err: RdKafkaError | None, msg: Message | None) -> None:
         if err is None:
@@ -160,7 +165,7 @@ def _write_of(
     value: bytes | None,
     key: bytes | None,
     headers: Headers | None,
-    on_ack: Callable[[Message | None], None],
+    extra: Any,
 ) -> Write:
     return Write(
         lane.what,
@@ -168,7 +173,7 @@ def _write_of(
         value,
         key,
         headers,
-        on_ack,
+        partial(lane.on_ack, key, extra),
         partition=lane.partition,
         wanted=lane.wanted,
     )

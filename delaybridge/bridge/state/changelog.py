@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -87,7 +86,6 @@ class Changelog:
         self._outbox = outbox
         self._resender = resender
         self._clock = clock
-        self._acked: dict[PartKey, int] = {}
         self._held = HeldValues(topics.settings.write_behind_max_records)
         self._progress: dict[PartKey, int] = {}
         self._progress_seen: dict[PartKey, tuple[StoreCounters, int]] = {}
@@ -104,7 +102,8 @@ class Changelog:
         if part.role is not Role.ACTIVE:
             return marks
         seeding = part.key in self._seeding
-        position = self._acked.get(part.key)
+        route = self._routes.get(part.key)
+        position = None if route is None or route.acked < 0 else route.acked
         return dataclasses.replace(
             marks,
             changelog=marks.changelog if position is None or seeding else position,
@@ -234,7 +233,7 @@ class Changelog:
         """A progress record's offset counts in the position (rule 5): a store whose
         messages all left within the window writes nothing else (no position: rebuilt)."""
         if err is None:
-            self._note_acked(part, msg)
+            self._route(part).note(msg)
 
     def send_value(
         self, part: PartitionState, key: bytes, value: bytes, hold: Hold, position: int = -1
@@ -243,26 +242,22 @@ class Changelog:
         ack resolves one of ``hold``. ``position``: its record's, until the ack."""
         if part.closed:
             return
+        route = self._route(part)
         if position >= 0:
-            self._held.sent(part.key, key, position)
-        on_ack = partial(self._value_acked, part, key, hold)
-        self._resender.send_in(self._route(part).values, value, key, None, on_ack)
-
-    def _value_acked(
-        self, part: PartitionState, key: bytes, hold: Hold, msg: Message | None
-    ) -> None:
-        hold.done()
-        self._held.acked(part.key, key)
-        self._note_acked(part, msg)
+            route.unacked[key] = position
+        self._resender.send_in(route.values, value, key, None, hold)
 
     def removed(self, part: PartitionState, rec: TimerRecord) -> None:
         """``rec`` left ``part``'s store: drop its unwritten value, or tombstone it."""
         key = key_of(rec.source_offset, generation_of(rec))
-        hold = self._held.drop(part.key, key)
+        route = self._route(part)
+        hold = self._held.drop(route.key, key)
         if hold is not None:
             hold.done()  # safe now without ever being written
             return
-        self._send_tombstone(part, key, rec.id)
+        if not part.closed:
+            headers: Headers = [(ID_HEADER, rec.id.encode())]
+            self._resender.send_in(route.tombstones, None, key, headers)
 
     def moved(
         self,
@@ -292,9 +287,8 @@ class Changelog:
     def _send_tombstone(self, part: PartitionState, key: bytes, id: str) -> None:
         if part.closed:
             return
-        route = self._route(part)
         headers: Headers = [(ID_HEADER, id.encode())]
-        self._resender.send_in(route.tombstones, None, key, headers, route.note_acked)
+        self._resender.send_in(self._route(part).tombstones, None, key, headers)
 
     def _route(self, part: PartitionState) -> _Route:
         """``part``'s :class:`_Route`, made once per owned partition object (a partition
@@ -302,41 +296,54 @@ class Changelog:
         route = self._routes.get(part.key)
         if route is None or route.part is not part:
             topic = self.topics.topic_for(part.topic)
-            wanted = partial(_ours, part)
-            route = _Route(
-                part,
-                Lane(f"the changelog value of {part.name}", topic, part.partition, wanted),
-                Lane(f"the changelog tombstone of {part.name}", topic, part.partition, wanted),
-                partial(self._note_acked, part),
-            )
+            route = _Route(part, topic, self._held.unacked_of(part.key))
             self._routes[part.key] = route
         return route
 
-    def _note_acked(self, part: PartitionState, msg: Message | None) -> None:
-        offset: Any = msg.offset() if msg is not None else None
-        if offset is not None and offset >= 0:
-            key = part.key
-            if offset > self._acked.get(key, -1):
-                self._acked[key] = offset
-
     def forget(self, part: PartitionState) -> None:
         self._routes.pop(part.key, None)
-        self._acked.pop(part.key, None)
         self._held.forget(part.key)
         self._progress.pop(part.key, None)
         self._progress_seen.pop(part.key, None)
         self._seeding.discard(part.key)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class _Route:
     """What every changelog write of one owned partition shares, made once instead of
-    per record (see :class:`~delaybridge.bridge.produce.resend.Lane`)."""
+    per record (see :class:`~delaybridge.bridge.produce.resend.Lane`), and what its
+    acknowledgements update: the highest changelog offset acknowledged (rule 5) and the
+    values written and not acknowledged yet (their commit-log positions, by key)."""
 
-    part: PartitionState
-    values: Lane
-    tombstones: Lane
-    note_acked: Callable[[Message | None], None]
+    __slots__ = ("acked", "key", "part", "tombstones", "unacked", "values")
+
+    def __init__(self, part: PartitionState, topic: str, unacked: dict[bytes, int]) -> None:
+        self.part = part
+        self.key = part.key
+        self.acked = -1
+        self.unacked = unacked
+        wanted = partial(_ours, part)
+        name = part.name
+        self.values = Lane(
+            f"the changelog value of {name}", topic, part.partition, wanted, self._value_acked
+        )
+        self.tombstones = Lane(
+            f"the changelog tombstone of {name}", topic, part.partition, wanted, self._acked
+        )
+
+    def note(self, msg: Message | None) -> None:
+        """A record of this partition was acknowledged at ``msg``'s offset."""
+        offset: Any = msg.offset() if msg is not None else None
+        if offset is not None and offset > self.acked:
+            self.acked = offset
+
+    def _value_acked(self, key: bytes | None, hold: Hold, msg: Message | None) -> None:
+        hold.done()
+        if key is not None:
+            self.unacked.pop(key, None)
+        self.note(msg)
+
+    def _acked(self, key: bytes | None, extra: object, msg: Message | None) -> None:
+        self.note(msg)
 
 
 def _ours(part: PartitionState) -> bool:

@@ -125,14 +125,10 @@ class HeldValues:
         self._sent.pop(part, None)
         self._low.pop(part, None)
 
-    def sent(self, part: PartKey, key: bytes, position: int) -> None:
-        """The value of the record at ``position`` was written (not acknowledged yet)."""
-        self._sent.setdefault(part, {})[key] = position
-
-    def acked(self, part: PartKey, key: bytes) -> None:
-        sent = self._sent.get(part)
-        if sent:
-            sent.pop(key, None)
+    def unacked_of(self, part: PartKey) -> dict[bytes, int]:
+        """``part``'s values written and not acknowledged yet, key -> commit-log
+        position: the writer adds one as it writes it and removes it at its ack."""
+        return self._sent.setdefault(part, {})
 
     def unacked_from(self, part: PartKey) -> int | None:
         """The lowest commit-log position of a value of ``part`` that Kafka has not

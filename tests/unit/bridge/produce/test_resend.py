@@ -38,8 +38,14 @@ def _as_write(
 def _in_lane(
     resender: Resender, on_ack: Callable[[Message | None], None], wanted: Callable[[], bool]
 ) -> None:
-    # The changelog's way: a Write is built only once the first try failed.
-    resender.send_in(Lane("test record", "out", None, wanted), b"v", b"k", None, on_ack)
+    # The changelog's way: a Write is built only once the first try failed, and the
+    # lane's on_ack gets the record's key and extra.
+    def lane_ack(key: bytes | None, extra: object, msg: Message | None) -> None:
+        assert (key, extra) == (b"k", "extra")
+        on_ack(msg)
+
+    lane = Lane("test record", "out", None, wanted, lane_ack)
+    resender.send_in(lane, b"v", b"k", None, "extra")
 
 
 BOTH = pytest.mark.parametrize("send", [_as_write, _in_lane], ids=["write", "lane"])
