@@ -50,7 +50,7 @@ from delaybridge.bridge.cancels.feed import CancelFeed
 from delaybridge.bridge.cancels.feed_watch import FeedWatch
 from delaybridge.bridge.cancels.horizon import CancelHorizon
 from delaybridge.bridge.cancels.ledger import CancelLedger
-from delaybridge.bridge.cancels.own_horizons import OwnHorizons
+from delaybridge.bridge.cancels.own_horizons import IDLE_LEAD_MS, OwnHorizons
 from delaybridge.bridge.cancels.requests import CancelRequest
 from delaybridge.bridge.commit.at_least_once import AtLeastOnce
 from delaybridge.bridge.commit.exactly_once import ExactlyOnce
@@ -403,9 +403,13 @@ class Service:
             self.scout.step(self._waiting())
             # Urgent: something is due that the horizon holds back. A tick already within
             # the horizon (a drain under way) needs no check at every turn.
-            next_due_ms = self.partitions.next_due_ms(now_ms + 1)
+            # Due soon here (the other owners check at their interval while it is: checks
+            # on demand, bridge/cancels/own_horizons.py), or already.
+            next_due_ms = self.partitions.next_due_ms(now_ms + IDLE_LEAD_MS + 1)
             urgent = self.horizon.limit_ms(now_ms) < next_due_ms <= now_ms
-            self.horizons.step(self._owned_keys(), self._read_positions, now_ms, urgent)
+            self.horizons.step(
+                self._owned_keys(), self._read_positions, now_ms, urgent, next_due_ms
+            )
             wanted = self.horizons.wanted_cancel_ends()
             for c, end in self.horizon.wanted_cancel_ends().items():
                 wanted[c] = max(wanted.get(c, end), end)

@@ -320,8 +320,10 @@ class CancelFeed:
                     raise RuntimeError(f"cancel topic {self._topic!r}: {err.str()}")
                 continue
             if horizon is not None and msg.topic() == self._horizon_topic:
-                for key, word in parse_word(msg.value()).items():
-                    horizon.remote(key, word)
+                word = parse_word(msg.value())
+                for key, remote in word.horizons.items():
+                    horizon.remote(key, remote)
+                horizon.demand(msg.key() or b"", word.busy, now_ms)
                 continue
             p, o = msg.partition() or 0, msg.offset() or 0
             replay = o < self._replay_below.get(p, -1)

@@ -47,6 +47,10 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 PartKey = tuple[str, int]
+#: An owner's word that it has something due soon counts this long after it was read:
+#: an owner that died, or stopped publishing, no longer keeps the others' checks at the
+#: interval (``own_horizons.py``, checks on demand).
+DEMAND_STALE_MS = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,8 @@ class CancelHorizon:
         self._limit_ms = -(2**62)
         self._started_ms: int | None = None
         """When the first limit was asked: nothing was held back before."""
+        self._busy: dict[bytes, int] = {}
+        """Owners whose last word said they have something due soon: when it was read."""
         self.explain: Callable[[PartKey], str] = lambda key: ""
         """What a partition owned here waits for (``own_horizons.py`` sets it): said in
         the line that reports delivery going past the horizon."""
@@ -178,6 +184,24 @@ class CancelHorizon:
             self._take(key, word.horizon_ms)
         else:
             self._waiting.setdefault(key, []).append(word)
+
+    def demand(self, owner: bytes, busy: bool, now_ms: int) -> None:
+        """``owner``'s word, read at ``now_ms``, says whether it has something due soon
+        (its deliveries then wait for every owner's horizon)."""
+        if busy:
+            self._busy[owner] = now_ms
+        else:
+            self._busy.pop(owner, None)
+
+    def others_busy(self, now_ms: int, me: bytes) -> bool:
+        """Does an owner other than ``me`` say, in a word read in the last
+        :data:`DEMAND_STALE_MS`, that it has something due soon?"""
+        for owner, read_ms in list(self._busy.items()):
+            if now_ms - read_ms >= DEMAND_STALE_MS:
+                del self._busy[owner]
+            elif owner != me:
+                return True
+        return False
 
     def recheck(self) -> None:
         """After the feed read more of the cancel topic: take the words it now covers."""

@@ -62,6 +62,13 @@ ANSWER_WAIT_MS = 20
 #: Answers kept per partition while its reading has not reached their ends (step 2); a
 #: newer one replaces the newest kept when full.
 UNREAD_KEPT = 4
+#: Checks on demand: an owner checks at ``cancel_horizon.interval_ms`` only while a
+#: message is due within IDLE_LEAD_MS in one of its stores, or another owner's fresh
+#: word says it has one (``CancelHorizon.others_busy``); otherwise at most every
+#: IDLE_INTERVAL_MS. Its word says which (``busy``), and it publishes one at once when it
+#: becomes busy, so the others speed up before its messages fall due.
+IDLE_INTERVAL_MS = 1_000
+IDLE_LEAD_MS = 1_000
 
 
 @dataclass(eq=False, slots=True)
@@ -146,6 +153,11 @@ class OwnHorizons:
         """Per partition, answered checks it is not read through yet: (t0, end), oldest
         first."""
         self._published: dict[PartKey, int] = {}
+        self._busy = True
+        """Something is due within IDLE_LEAD_MS in this process's stores (or it was not
+        told: see :meth:`step`)."""
+        self._said_busy: bool | None = None
+        """What the last word published said of it."""
         horizon.explain = self.explain
 
     # -- what ingest tells it ---------------------------------------------------------
@@ -235,18 +247,28 @@ class OwnHorizons:
         positions: Callable[[list[PartKey]], Mapping[PartKey, int]],
         now_ms: int,
         urgent: bool = False,
+        next_due_ms: int | None = None,
     ) -> None:
         """Issue the next check when it is time (step 1), and collect a finished one
         (step 2: ``positions(keys)`` says how far each partition is read: ingest's
         consumer, or the cancel scout while ingest waits). ``urgent``: messages here
         are due and wait for the horizon: check now rather than at the interval (a
-        process that owns every partition then waits one round trip, not an interval)."""
+        process that owns every partition then waits one round trip, not an interval).
+        ``next_due_ms``: the earliest due time in this process's stores, for checks on
+        demand (:data:`IDLE_INTERVAL_MS`); None: not known, check at the interval."""
         owned = list(owned)
         self._horizon.owned(owned)
         self._new.update(k for k in owned if k not in self._owned)
         self._owned = set(owned)
         self._caught_up()
-        due = now_ms - self._last_check_ms >= self._interval_ms or urgent
+        self._busy = next_due_ms is None or next_due_ms <= now_ms + IDLE_LEAD_MS
+        if self._busy and self._said_busy is False and owned:
+            self.publish(owned, say=True)  # the others speed up before it falls due
+        interval = self._interval_ms
+        idle = not self._busy and not self._new  # a new partition's first horizon: soon
+        if idle and not self._horizon.others_busy(now_ms, self._owner):
+            interval = max(interval, IDLE_INTERVAL_MS)
+        due = now_ms - self._last_check_ms >= interval or urgent
         if owned and due:
             self._issue(owned, now_ms)
         check = self._check
@@ -337,9 +359,10 @@ class OwnHorizons:
                 self._read[key] = (t0, end)
                 self._horizon.local(key, t0)
 
-    def publish(self, owned: Iterable[PartKey]) -> None:
+    def publish(self, owned: Iterable[PartKey], say: bool = False) -> None:
         """Publish the owned partitions' horizons that moved, as far as the cancel topic
-        has their cancels (best effort: a lost one is superseded by the next)."""
+        has their cancels (best effort: a lost one is superseded by the next), with
+        whether something is due here soon; ``say``: publish even if none moved."""
         horizons = {}
         for key in owned:
             read = self._read.get(key)
@@ -350,12 +373,14 @@ class OwnHorizons:
             earliest = None if cancels is None else cancels.settle(end)
             horizons[key] = t0 if earliest is None else min(t0, earliest)
         moved = {k: h for k, h in horizons.items() if h > self._published.get(k, -1)}
-        if not moved:
+        if not moved and not say:
             return
         self._published.update(moved)
+        self._said_busy = self._busy
         doc = {
             "horizons": {f"{t}/{p}": h for (t, p), h in sorted(horizons.items())},
             "cancel_ends": {str(c): o for c, o in sorted(self._ends.items())},
+            "busy": self._busy,
         }
         self._outbox.send(
             self._topic,
@@ -370,8 +395,18 @@ def _ignore_report(_err: RdKafkaError | None, _msg: Message | None) -> None:
     """A horizon record that failed is superseded by the next one."""
 
 
-def parse_word(raw: bytes | None) -> dict[PartKey, RemoteHorizon]:
-    """An owner's record of the horizon topic, as the feed reads it; {} if unreadable."""
+@dataclass(frozen=True, slots=True)
+class Word:
+    """An owner's record of the horizon topic: its partitions' horizons, and whether it
+    has something due soon (an owner of an older build does not say: busy)."""
+
+    horizons: dict[PartKey, RemoteHorizon]
+    busy: bool
+
+
+def parse_word(raw: bytes | None) -> Word:
+    """An owner's record of the horizon topic, as the feed reads it; no horizons if
+    unreadable."""
     try:
         doc = orjson.loads(raw or b"")
         ends = {int(c): int(o) for c, o in doc.get("cancel_ends", {}).items()}
@@ -379,6 +414,6 @@ def parse_word(raw: bytes | None) -> dict[PartKey, RemoteHorizon]:
         for name, h in doc["horizons"].items():
             topic, _, partition = str(name).rpartition("/")
             out[(topic, int(partition))] = RemoteHorizon(int(h), ends)
-        return out
+        return Word(out, doc.get("busy") is not False)
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-        return {}
+        return Word({}, True)
