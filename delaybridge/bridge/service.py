@@ -5,7 +5,8 @@ One loop turn (:meth:`Service.turn`):
 1. run the operator's commands queued by the HTTP thread (``bridge/admin/commands.py``);
 2. consume a batch from the delay topics (rebalance callbacks run here: an assigned
    partition's store is opened/recovered, a revoked one handed over and closed:
-   ``bridge/ownership.py``);
+   ``bridge/ownership.py``); the wait is a tick at most, or, when the last consume read
+   nothing and nothing is due sooner, a flush interval for the first record;
 3. ingest it: schedules into the stores, cancels to the cancel topic, bad input to the
    dead-letter topic (``bridge/ingest/ingestor.py``);
 4. apply cancels read from the cancel topic to every store (``bridge/cancels/ledger.py``),
@@ -155,6 +156,8 @@ class Service:
         self.consumer = self._clients.consumer(self._consumer_overrides)
         self._consumer_failed: str | None = None
         """Why the group consumer failed for good (fenced): it is replaced next turn."""
+        self._quiet = False
+        """The last consume returned nothing: the next may wait for one record."""
         self.transactions = _transactions(s, self.outbox, self.tally, make_producer)
         poisoned = None if self.transactions is None else Poisoned()
         self.flow = FlowControl(
@@ -385,9 +388,12 @@ class Service:
             self._replace_consumer()
         self.control.beat()
         self.control.commands.run_pending()  # 1
-        messages = self.consumer.consume(  # 2
-            self.settings.delivery.batch_max_records, timeout=self._poll_timeout_s()
-        )
+        timeout_s = self._poll_timeout_s()
+        wanted = self.settings.delivery.batch_max_records
+        if self._quiet and timeout_s > self.settings.store.tick_ms / 1000:
+            wanted = 1  # idle: the first record to arrive ends the wait
+        messages = self.consumer.consume(wanted, timeout=timeout_s)  # 2
+        self._quiet = not messages
         if messages:
             full = self.ingestor.handle(messages, self.partitions.by_key)  # 3
             if full:
@@ -575,7 +581,9 @@ class Service:
         """How long consume() may wait: until the next due tick, retry or flush."""
         now = self.clock.now_ms()
         tick_ms = self.settings.store.tick_ms
-        wake = self.partitions.next_due_ms(now + tick_ms)
+        # Idle (nothing read last turn), the loop may wait a flush interval, for the first
+        # record: a consume of a whole batch waits out its timeout, so it waits a tick.
+        wake = self.partitions.next_due_ms(now + (self._checkpoint_ms if self._quiet else tick_ms))
         if wake <= now and self.horizon.limit_ms(now) < now:
             # Due, and held back by the cancel horizon: look again soon (a word from
             # another owner, or this process's own check, may move it any moment), and

@@ -7,6 +7,7 @@ a partition revoked mid-flight, a refused record) is one line of setup.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tests.unit.bridge.sidecar_kit import DELAY, FakeSidecar, schedule
 
@@ -45,3 +46,29 @@ def test_shutdown_drains_flushes_and_commits(tmp_path: Path) -> None:
     again.turns(2)
     assert again.service.partitions.by_key[(DELAY, 1)].store.stats().pending == 1
     again.stop()
+
+
+def test_an_idle_loop_waits_a_flush_interval_for_the_first_record(tmp_path: Path) -> None:
+    # Nothing read last turn and nothing due soon: the loop waits up to the flush
+    # interval (200 ms), not a tick (100 ms), and for one record, so that the first one
+    # to arrive ends the wait (a consume of a whole batch waits out its timeout). Half
+    # the turns of an idle sidecar, and a message sent to an idle one is read at once.
+    side = FakeSidecar(tmp_path)
+    asks: list[tuple[int, float]] = []
+    consume = side.consumer.consume
+
+    def counting(num_messages: int = 1, timeout: float = -1) -> list[Any]:
+        asks.append((num_messages, timeout))
+        return consume(num_messages, timeout)
+
+    side.consumer.consume = counting  # type: ignore[method-assign]
+    side.turns(3)
+    assert asks[-1] == (1, 0.2)
+    side.send(schedule("a", 60_000))
+    side.turns(1)
+    batch = side.service.settings.delivery.batch_max_records
+    assert asks[-1] == (1, 0.2)  # the wait that the record ended
+    side.turns(1)
+    assert asks[-1][0] == batch  # records came last turn: a batch, a tick at most
+    assert asks[-1][1] <= 0.1
+    side.stop()
