@@ -389,10 +389,10 @@ class Service:
         self.control.beat()
         self.control.commands.run_pending()  # 1
         timeout_s = self._poll_timeout_s()
-        wanted = self.settings.delivery.batch_max_records
+        most = self.settings.delivery.batch_max_records
         if self._quiet and timeout_s > self.settings.store.tick_ms / 1000:
-            wanted = 1  # idle: the first record to arrive ends the wait
-        messages = self.consumer.consume(wanted, timeout=timeout_s)  # 2
+            most = 1  # idle: the first record to arrive ends the wait
+        messages = self.consumer.consume(most, timeout=timeout_s)  # 2
         self._quiet = not messages
         if messages:
             full = self.ingestor.handle(messages, self.partitions.by_key)  # 3
@@ -408,9 +408,9 @@ class Service:
         if self.horizons is not None and self.scout is not None:
             self.scout.step(self._waiting())
             # Urgent: something is due that the horizon holds back. A tick already within
-            # the horizon (a drain under way) needs no check at every turn.
-            # Due soon here (the other owners check at their interval while it is: checks
-            # on demand, bridge/cancels/own_horizons.py), or already.
+            # the horizon (a drain under way) needs no check at every turn. Due within the
+            # lead: the other owners check at their interval meanwhile (checks on demand,
+            # bridge/cancels/own_horizons.py).
             next_due_ms = self.partitions.next_due_ms(now_ms + IDLE_LEAD_MS + 1)
             urgent = self.horizon.limit_ms(now_ms) < next_due_ms <= now_ms
             self.horizons.step(
