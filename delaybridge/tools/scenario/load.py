@@ -108,7 +108,9 @@ class ScheduleLoad:
             self.errors.append(f"{left} records not acknowledged within {timeout_s} s")
 
     def scheduled(self) -> list[Scheduled]:
-        """Everything sent, as the verdict takes it."""
+        """Everything sent so far, as the verdict takes it (safe while the load sends:
+        it reads a copy, taken in one step)."""
+        sent = list(self._sent.items())
         return [
             Scheduled(
                 id,
@@ -118,7 +120,7 @@ class ScheduleLoad:
                 if s.cancelled
                 else None,
             )
-            for id, s in self._sent.items()
+            for id, s in sent
         ]
 
     def _run(self) -> None:
