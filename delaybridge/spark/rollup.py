@@ -5,21 +5,24 @@ Input: the per-message rows of :func:`~delaybridge.spark.outcomes.outcomes` (the
 sorts, each with ``grouping`` 0 (a topic's window), 1 (a topic) or 3 (all), as Spark's
 ``grouping_id()`` of ``rollup(target_topic, window_start_ms)`` numbers them.
 
-Two small Spark jobs rather than one ``rollup`` with ``percentile_approx``:
+One pass over the messages, rather than a ``rollup`` with ``percentile_approx`` (which
+expanded every message into three grouping sets):
 
-1. **Counts**: one hash aggregation per (topic, window) -- the flag sums, the extra
-   copies, the largest lateness and the lateness histogram (one sum per bucket of
+1. **Fine counts**: one hash aggregation per (topic, window, lateness in ms) -- the
+   flag sums and the extra copies. As many rows as distinct lateness values per
+   window (a few thousand for a million messages delivered within a second of their
+   due time), cached for the two steps below.
+2. **Counts** per (topic, window): the fine counts summed, the largest lateness, and the
+   lateness histogram (each fine row's messages go to its lateness's bucket of
    :data:`~delaybridge.spark.report.LATENESS_EDGES_MS`). Every one of them adds up (or,
    for the maximum, combines) exactly, so the per-topic and overall rows are summed
-   here in Python from the few window rows, instead of Spark expanding every message
-   into three grouping sets.
-2. **Percentiles** of lateness, exact: the messages are counted per (topic, window,
-   lateness in ms) -- as many rows as distinct lateness values, few -- those counts
-   are summed again per topic and overall (``groupingSets``), and a running sum over
-   each group's sorted values finds the **nearest rank**: the p-th percentile is the
-   least lateness ``v`` such that at least ``ceil(p · n)`` of the group's ``n``
-   delivered messages were no later than ``v``. That is the value ``percentile_approx``
-   aims at, without its approximation.
+   here in Python from the few window rows.
+3. **Percentiles** of lateness, exact: the fine counts of delivered messages summed
+   per topic and overall too (``groupingSets``), and a running sum over each group's
+   sorted lateness values finds the **nearest rank**: the p-th percentile is the least
+   lateness ``v`` such that at least ``ceil(p · n)`` of the group's ``n`` delivered
+   messages were no later than ``v``. That is the value ``percentile_approx`` aims at,
+   without its approximation.
 """
 
 from __future__ import annotations
@@ -45,14 +48,18 @@ Key = tuple[int, str | None, int | None]
 
 def aggregate(per_message: DataFrame) -> list[dict[str, Any]]:
     """Counts per (target topic, window), per topic and overall (see the module doc)."""
-    windows = [row.asDict() for row in _window_counts(messages(per_message)).collect()]
+    fine = _fine_counts(messages(per_message)).persist()
+    try:
+        windows = [row.asDict() for row in _window_counts(fine).collect()]
+        quantiles = lateness_quantiles(fine)
+    finally:
+        fine.unpersist()
     rows = [{**row, "grouping": 0} for row in windows]
     for topic in sorted({row["target_topic"] for row in windows}):
         of_topic = [row for row in windows if row["target_topic"] == topic]
         rows.append(_combined(of_topic, grouping=1, target_topic=topic))
     if windows:
         rows.append(_combined(windows, grouping=3, target_topic=None))
-    quantiles = lateness_quantiles(messages(per_message))
     for row in rows:
         key = (row["grouping"], row["target_topic"], row["window_start_ms"])
         row.update(quantiles.get(key, dict.fromkeys(QUANTILES)))
@@ -67,16 +74,30 @@ def histogram_of(rows: Iterable[Mapping[str, Any]]) -> list[int]:
     return [0] * len(HISTOGRAM)
 
 
-def _window_counts(rows: DataFrame) -> DataFrame:
+def _fine_counts(rows: DataFrame) -> DataFrame:
+    """Step 1: ``sent``, each flag's sum and the extra copies per (topic, window,
+    lateness)."""
+    from pyspark.sql import functions as F
+
+    return rows.groupBy("target_topic", "window_start_ms", "lateness_ms").agg(
+        F.count(F.lit(1)).alias("sent"),
+        *(F.sum(name).alias(name) for name in (*FLAGS, "extra_copies")),
+    )
+
+
+def _window_counts(fine: DataFrame) -> DataFrame:
+    """Step 2: :func:`_fine_counts` summed per (topic, window), with the largest lateness
+    and the histogram; a fine row's ``sent`` messages all have its lateness."""
     from pyspark.sql import functions as F
 
     bucket = _bucket(F.col("lateness_ms"))
-    return rows.groupBy("target_topic", "window_start_ms").agg(
-        F.count(F.lit(1)).alias("sent"),
-        *(F.sum(name).alias(name) for name in FLAGS),
-        F.sum("extra_copies").alias("extra_copies"),
+    return fine.groupBy("target_topic", "window_start_ms").agg(
+        *(F.sum(name).alias(name) for name in ("sent", *FLAGS, "extra_copies")),
         F.max("lateness_ms").alias("lateness_max_ms"),
-        *(F.sum((bucket == F.lit(i)).cast("int")).alias(name) for i, name in enumerate(HISTOGRAM)),
+        *(
+            F.sum(F.when(bucket == F.lit(i), F.col("sent")).otherwise(0)).alias(name)
+            for i, name in enumerate(HISTOGRAM)
+        ),
     )
 
 
@@ -106,18 +127,16 @@ def _combined(
     return combined
 
 
-def lateness_quantiles(rows: DataFrame) -> dict[Key, dict[str, int | None]]:
-    """Exact nearest-rank lateness percentiles (:data:`QUANTILES`) of each window, each
-    topic and overall, keyed as the rows of :func:`aggregate`; groups without a
-    delivered message are absent."""
+def lateness_quantiles(fine: DataFrame) -> dict[Key, dict[str, int | None]]:
+    """Step 3: exact nearest-rank lateness percentiles (:data:`QUANTILES`) of each window,
+    each topic and overall, from :func:`_fine_counts`, keyed as the rows of
+    :func:`aggregate`; groups without a delivered message are absent."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     topic, window, lateness = "target_topic", "window_start_ms", "lateness_ms"
-    counted = (
-        rows.where(F.col(lateness).isNotNull())
-        .groupBy(topic, window, lateness)
-        .agg(F.count(F.lit(1)).alias("n"))
+    counted = fine.where(F.col(lateness).isNotNull()).select(
+        topic, window, lateness, F.col("sent").alias("n")
     )
     # grouping_id() over (topic, window, lateness): 0, 2 (no window), 6 (neither).
     levels = counted.groupingSets(
