@@ -16,9 +16,7 @@ bare read of the same topics.
    (``bench-results/reconcile.json``).
 
 Other helpers share the CPU on the development machine; the JSON records the load
-average before and after so a reader can judge the number, and the CPU seconds of the
-job's process tree (JVM and Python workers) for the reconciliation and each baseline
-run: their ratio moves far less with the load than the wall-clock one.
+average before and after so a reader can judge the number.
 """
 
 from __future__ import annotations
@@ -74,13 +72,6 @@ def run_bench(args: argparse.Namespace) -> int:
     table.add_row("reconcile (session started)", f"{result['seconds_reconcile']:.1f}", style="bold")
     table.add_row("baseline: bare read + count", f"{result['seconds_baseline']:.1f}")
     table.add_row("reconcile / baseline", f"{result['ratio_to_baseline']:.2f}", style="bold")
-    if result["cpu_ratio_to_baseline"] is not None:
-        cpu_runs = "/".join(f"{c:.1f}" for c in result["cpu_seconds_baseline_runs"])
-        table.add_row(
-            "CPU s: reconcile / baseline runs",
-            f"{result['cpu_seconds_reconcile']:.1f} / {cpu_runs}",
-        )
-        table.add_row("CPU reconcile / baseline", f"{result['cpu_ratio_to_baseline']:.2f}")
     Console().print(table)
     load_before, load_after = result["load_average_before"], result["load_average_after"]
     print(
@@ -131,16 +122,11 @@ def measure(
     session = spark or open_session(settings)
     start_s = time.monotonic() - started
     try:
-        cpu = _tree_cpu_s()
         baselines = [bare_read_count(session, settings, topics, 2 * n)]
-        baseline_cpus = [_tree_cpu_s() - cpu]
-        started, cpu = time.monotonic(), _tree_cpu_s()
+        started = time.monotonic()
         report = run_reconciliation(settings, spark=session)
         reconcile_s = time.monotonic() - started
-        reconcile_cpu = _tree_cpu_s() - cpu
-        cpu = _tree_cpu_s()
         baselines.append(bare_read_count(session, settings, topics, 2 * n))
-        baseline_cpus.append(_tree_cpu_s() - cpu)
     finally:
         if spark is None:
             session.stop()
@@ -159,13 +145,6 @@ def measure(
         "seconds_baseline": round(baseline_s, 2),
         "seconds_baseline_runs": [round(b, 2) for b in baselines],
         "ratio_to_baseline": round(reconcile_s / baseline_s, 2),
-        # CPU seconds of this process and its descendants (the JVM, the Python workers):
-        # what the job costs, whatever else shares the machine.
-        "cpu_seconds_reconcile": round(reconcile_cpu, 1),
-        "cpu_seconds_baseline_runs": [round(c, 1) for c in baseline_cpus],
-        "cpu_ratio_to_baseline": round(reconcile_cpu / min(baseline_cpus), 2)
-        if min(baseline_cpus) > 0
-        else None,
         "step_seconds": report.step_s,
         "seed_seconds": round(seed_s, 2) if seed_s else None,
         "verdict_exact": exact,
@@ -331,30 +310,6 @@ def _cluster(config: Path | None, bootstrap: str | None) -> KafkaSettings:
     if bootstrap:
         kafka = kafka.model_copy(update={"bootstrap_servers": bootstrap})
     return kafka
-
-
-def _tree_cpu_s() -> float:
-    """User + system CPU seconds of this process and every descendant, live or reaped
-    (Linux /proc; 0 elsewhere). Reaped ones count through their parent's ``cutime``."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return 0.0
-    children: dict[int, list[tuple[int, list[str]]]] = {}
-    for stat in proc.glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # the process ended meanwhile
-        children.setdefault(int(fields[1]), []).append((int(stat.parent.name), fields))
-    ticks = 0
-    mine = (proc / "self" / "stat").read_text().rsplit(")", 1)[1].split()
-    ticks += sum(int(x) for x in mine[11:15])  # utime, stime, cutime, cstime
-    todo = [os.getpid()]
-    while todo:
-        for pid, fields in children.get(todo.pop(), []):
-            ticks += sum(int(x) for x in fields[11:15])
-            todo.append(pid)
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _machine() -> dict[str, Any]:
