@@ -46,29 +46,24 @@ def parse_deliveries(rows: DataFrame) -> DataFrame:
     """Kafka-source rows (with ``timestamp_ms``) → ``topic, partition, offset,
     timestamp_ms, delay_id, origin, header_due_ms, occurrence, status, problem``.
 
-    Three projections on purpose: the header arrays are extracted once (higher-order
-    functions are interpreted, not compiled, and Spark does not inline a non-cheap
-    alias into several uses), then the scalars, then the verdict.
+    Three projections on purpose: the header names are extracted once (Spark does not
+    inline a non-cheap alias into several uses), then the scalars, then the verdict.
+    Every expression compiles (``array_position``, ``array_remove``, ``element_at``):
+    no higher-order function, which Spark would interpret row by row.
     """
     from pyspark.sql import functions as F
 
     keep = ("topic", "partition", "offset", "timestamp_ms")
-    arrays = rows.select(
+    named = rows.select(*keep, _names().alias("names"), F.col("headers.value").alias("values"))
+    scalars = named.select(
         *keep,
-        _values(OUT_ID).alias("ids"),
-        _values(OUT_ORIGIN).alias("origins"),
-        _values(OUT_DUE_MS).alias("dues"),
-        _values(OUT_OCCURRENCE).alias("occurrences"),
-    )
-    scalars = arrays.select(
-        *keep,
-        F.size("ids").alias("n_ids"),
-        F.size("dues").alias("n_dues"),
-        F.size("origins").alias("n_origins"),
-        F.try_element_at("ids", F.lit(1)).cast("string").alias("delay_id"),
-        F.try_element_at("origins", F.lit(1)).cast("string").alias("origin"),
-        F.try_element_at("dues", F.lit(1)).cast("string").alias("due_text"),
-        F.try_element_at("occurrences", F.lit(1)).cast("string").alias("occurrence_text"),
+        _count("names", OUT_ID).alias("n_ids"),
+        _count("names", OUT_DUE_MS).alias("n_dues"),
+        _count("names", OUT_ORIGIN).alias("n_origins"),
+        _first("names", "values", OUT_ID).cast("string").alias("delay_id"),
+        _first("names", "values", OUT_ORIGIN).cast("string").alias("origin"),
+        _first("names", "values", OUT_DUE_MS).cast("string").alias("due_text"),
+        _first("names", "values", OUT_OCCURRENCE).cast("string").alias("occurrence_text"),
     )
     delay_id, origin, due_text = F.col("delay_id"), F.col("origin"), F.col("due_text")
     problem = (
@@ -161,6 +156,28 @@ def _values(name: str) -> Column:
         F.filter(F.coalesce("headers", F.array()), lambda h: h["key"] == F.lit(name)),
         lambda h: h["value"],
     )
+
+
+def _names() -> Column:
+    """The record's header names in order (an empty array when it has no headers)."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col("headers.key"), F.array().cast("array<string>"))
+
+
+def _count(names: str, name: str) -> Column:
+    """How many of the header names in column ``names`` are ``name``."""
+    from pyspark.sql import functions as F
+
+    return F.size(names) - F.size(F.array_remove(names, F.lit(name)))
+
+
+def _first(names: str, values: str, name: str) -> Column:
+    """The value of the first header called ``name`` (null when there is none)."""
+    from pyspark.sql import functions as F
+
+    position = F.array_position(names, F.lit(name))
+    return F.when(position > 0, F.element_at(values, position.cast("int")))
 
 
 def _blank(text: Column) -> Column:

@@ -65,14 +65,8 @@ def run_reconciliation(settings: ReconcileSettings, spark: SparkSession | None =
         parse_expired,
         parse_refused_prefix_cancels,
     )
-    from delaybridge.spark.outcomes import (
-        Judgement,
-        aggregate,
-        histogram_of,
-        messages,
-        outcomes,
-        schedules,
-    )
+    from delaybridge.spark.outcomes import Judgement, messages, outcomes, schedules
+    from delaybridge.spark.rollup import aggregate, histogram_of
     from delaybridge.spark.sides import delay_summaries, target_counts
     from delaybridge.spark.sources import read_ranges
 

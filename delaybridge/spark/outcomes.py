@@ -30,12 +30,12 @@ target-topic rows (:mod:`.deliveries`). Steps:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from delaybridge.spark.decisions import Kind
 from delaybridge.spark.deliveries import DeliveryStatus
-from delaybridge.spark.report import LATENESS_EDGES_MS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -69,32 +69,42 @@ class Judgement:
 def schedules(decisions: DataFrame) -> DataFrame:
     """Step 1: ``id, topic, partition, offset, timestamp_ms, due_ms, target_topic,
     occurrence, replaced_ms`` (null: never replaced), one row per schedule record, or
-    per occurrence of a recurring one."""
+    per occurrence of a recurring one.
+
+    The sidecar's order -- timestamp, then offset in one partition, then the greater
+    ``(topic, partition)`` on a tie across partitions -- is the order of
+    ``(timestamp_ms, topic, partition, offset)``, so ``replaced_ms`` is a window: the
+    least timestamp of the replacing records that follow a record with its id and
+    target. The rows are hash-partitioned by ``id`` alone (which also clusters them by
+    id and target): the cancels by id and the per-id counts of ``sides`` join and group
+    on that partitioning without shuffling the schedules again.
+    """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     cols = ("id", "topic", "partition", "offset", "timestamp_ms", "due_ms", "target_topic")
-    rows = decisions.where(F.col("kind") == Kind.SCHEDULE.value)
-    later = rows.where("replace").select(*(F.col(c).alias(f"r_{c}") for c in cols))
-    same_partition = (F.col("r_topic") == F.col("topic")) & (
-        F.col("r_partition") == F.col("partition")
+    later = (
+        Window.partitionBy("id", "target_topic")
+        .orderBy("timestamp_ms", "topic", "partition", "offset")
+        .rowsBetween(1, Window.unboundedFollowing)
     )
-    tie = F.col("r_timestamp_ms") == F.col("timestamp_ms")
-    after = (F.col("r_timestamp_ms") > F.col("timestamp_ms")) | (
-        tie
-        & F.when(same_partition, F.col("r_offset") > F.col("offset")).otherwise(
-            F.struct("r_topic", "r_partition") > F.struct("topic", "partition")
-        )
-    )
-    same = (F.col("r_id") == F.col("id")) & (F.col("r_target_topic") == F.col("target_topic"))
-    expanded = rows.select(*cols, F.explode_outer("occurrences").alias("occ")).select(
-        *(c for c in cols if c != "due_ms"),
-        F.coalesce(F.col("occ.due_ms"), F.col("due_ms")).alias("due_ms"),
-        F.col("occ.k").alias("occurrence"),
-    )
+    replacing = F.when(F.col("replace"), F.col("timestamp_ms"))
     return (
-        expanded.join(later, same & after, "left")
-        .groupBy(*cols, "occurrence")
-        .agg(F.min("r_timestamp_ms").alias("replaced_ms"))
+        decisions.where(F.col("kind") == Kind.SCHEDULE.value)
+        .select(*cols, "replace", "occurrences")
+        .repartition("id")
+        .select(*cols, "occurrences", F.min(replacing).over(later).alias("replaced_ms"))
+        .select(
+            *(c for c in cols if c != "due_ms"),
+            "replaced_ms",
+            F.explode_outer("occurrences").alias("occ"),
+            "due_ms",
+        )
+        .select(
+            *(F.coalesce("occ.due_ms", "due_ms").alias(c) if c == "due_ms" else c for c in cols),
+            F.col("occ.k").alias("occurrence"),
+            "replaced_ms",
+        )
     )
 
 
@@ -149,11 +159,17 @@ def outcomes(
     """
     from pyspark.sql import functions as F
 
+    # The occurrence as a join key that is never null (occurrences count from 1), so
+    # that the join is a plain equi-join on the keys the deliveries were grouped by:
+    # with ``eqNullSafe`` Spark would shuffle the grouped deliveries a second time.
+    def slot(occurrence: str) -> Column:
+        return F.coalesce(F.col(occurrence), F.lit(-1))
+
     delivered = (
         deliveries.where(F.col("status") == DeliveryStatus.OK.value)
         .groupBy(
             F.col("origin").alias("d_origin"),
-            F.col("occurrence").alias("d_occurrence"),
+            slot("occurrence").alias("d_slot"),
             F.col("topic").alias("d_topic"),
         )
         .agg(F.count(F.lit(1)).alias("deliveries"), F.min("timestamp_ms").alias("first_ms"))
@@ -166,7 +182,7 @@ def outcomes(
         .join(
             delivered,
             (origin == F.col("d_origin"))
-            & F.col("occurrence").eqNullSafe(F.col("d_occurrence"))
+            & (slot("occurrence") == F.col("d_slot"))
             & (F.col("target_topic") == F.col("d_topic")),
             "full_outer",
         )
@@ -189,9 +205,15 @@ def _first_cancels(
     scheduled: DataFrame, decisions: DataFrame, refused: DataFrame | None = None
 ) -> DataFrame:
     """Step 2: ``scheduled`` plus ``cancel_ms``, the first cancel sent after each: by id
-    (an equi-join), or by id prefix (``delay-cancel-prefix``: few, so broadcast and
-    matched with ``startswith``; those in ``refused``, by origin, left out); the same
-    sent-before rule for both."""
+    (the cancels of each id gathered into one array, joined on ``id``), or by id prefix
+    (``delay-cancel-prefix``: few, so all of them in one broadcast array, matched with
+    ``startswith``; those in ``refused``, by origin, left out); the same sent-before
+    rule for both.
+
+    Arrays rather than a join per cancel and a ``groupBy`` back to one row per message:
+    the join keeps one row per message, so nothing is aggregated over the schedules,
+    and the join on ``id`` uses the partitioning of :func:`schedules`.
+    """
     from pyspark.sql import functions as F
 
     by_id = _cancels_of(decisions, Kind.CANCEL)
@@ -199,10 +221,15 @@ def _first_cancels(
     if refused is not None:
         where = F.concat_ws("/", "c_topic", F.col("c_partition").cast("string"), "c_offset")
         by_prefix = by_prefix.join(F.broadcast(refused), where == F.col("origin"), "left_anti")
-    first = _first_of(scheduled, by_id, F.col("c_id") == F.col("id"), "cancel_ms")
-    prefixed = F.col("id").startswith(F.col("c_id"))
-    return _first_of(first, F.broadcast(by_prefix), prefixed, "prefix_ms").select(
-        *scheduled.columns, F.least("cancel_ms", "prefix_ms").alias("cancel_ms")
+    id_cancels = by_id.groupBy("c_id").agg(F.collect_list(F.struct(*_CANCEL)).alias("id_cancels"))
+    prefix_cancels = by_prefix.agg(F.collect_list(F.struct(*_CANCEL)).alias("prefix_cancels"))
+    joined = scheduled.join(id_cancels, F.col("id") == F.col("c_id"), "left").crossJoin(
+        F.broadcast(prefix_cancels)
+    )
+    first_by_id = _first_of("id_cancels", lambda c: F.lit(True))
+    first_by_prefix = _first_of("prefix_cancels", lambda c: F.col("id").startswith(c["c_id"]))
+    return joined.select(
+        *scheduled.columns, F.least(first_by_id, first_by_prefix).alias("cancel_ms")
     )
 
 
@@ -219,26 +246,27 @@ def _cancels_of(decisions: DataFrame, kind: Kind) -> DataFrame:
     )
 
 
-def _first_of(scheduled: DataFrame, cancels: DataFrame, names: Column, alias: str) -> DataFrame:
-    """``scheduled`` plus ``alias``: the send time of the first of ``cancels`` that
-    ``names`` each message (by id or by prefix) and was sent after it."""
+# One cancel as an array element: what _first_of's rule reads.
+_CANCEL = ("c_id", "c_target", "c_topic", "c_partition", "c_offset", "c_ms")
+
+
+def _first_of(cancels: str, names: Callable[[Column], Column]) -> Column:
+    """The send time of the first cancel in the array column ``cancels`` that ``names``
+    the message (by id or by prefix) and was sent after it; null if none."""
     from pyspark.sql import functions as F
 
-    same_partition = (F.col("c_topic") == F.col("topic")) & (
-        F.col("c_partition") == F.col("partition")
-    )
-    after = (F.col("c_ms") > F.col("timestamp_ms")) | (
-        (F.col("c_ms") == F.col("timestamp_ms"))
-        & (~same_partition | (F.col("c_offset") > F.col("offset")))
-    )
-    applies = (
-        names & (F.col("c_target").isNull() | (F.col("c_target") == F.col("target_topic"))) & after
-    )
-    return (
-        scheduled.join(cancels, applies, "left")
-        .groupBy(*scheduled.columns)
-        .agg(F.min("c_ms").alias(alias))
-    )
+    def applies(c: Column) -> Column:
+        same_partition = (c["c_topic"] == F.col("topic")) & (c["c_partition"] == F.col("partition"))
+        after = (c["c_ms"] > F.col("timestamp_ms")) | (
+            (c["c_ms"] == F.col("timestamp_ms"))
+            & (~same_partition | (c["c_offset"] > F.col("offset")))
+        )
+        target = c["c_target"].isNull() | (c["c_target"] == F.col("target_topic"))
+        return names(c) & target & after
+
+    matching = F.filter(F.col(cancels), applies)
+    # Higher-order functions are interpreted: only rows with a cancel pay for one.
+    return F.when(F.size(cancels) > 0, F.array_min(F.transform(matching, lambda c: c["c_ms"])))
 
 
 def messages(per_message: DataFrame) -> DataFrame:
@@ -299,49 +327,3 @@ def _flag(rows: DataFrame, j: Judgement) -> DataFrame:
         window.alias("window_start_ms"),
         *(F.coalesce(flag, F.lit(False)).cast("int").alias(name) for name, flag in flags.items()),
     )
-
-
-def aggregate(per_message: DataFrame) -> list[dict[str, object]]:
-    """Counts per (target topic, window), per topic and overall; see ``split_rollup``.
-
-    One Spark job: the lateness histogram rides along as one sum per bucket
-    (``hist_<i>``), read from the grand-total row by :func:`histogram_of`.
-    """
-    from pyspark.sql import functions as F
-
-    lateness = F.col("lateness_ms")
-    bucket = F.lit(len(LATENESS_EDGES_MS))
-    for index in range(len(LATENESS_EDGES_MS) - 1, -1, -1):
-        bucket = F.when(lateness < F.lit(LATENESS_EDGES_MS[index]), F.lit(index)).otherwise(bucket)
-    bucket = F.when(lateness.isNotNull(), bucket)
-    buckets = range(len(LATENESS_EDGES_MS) + 1)
-    rows = (
-        messages(per_message)
-        .rollup("target_topic", "window_start_ms")
-        .agg(
-            F.grouping_id().alias("grouping"),
-            F.count(F.lit(1)).alias("sent"),
-            *(F.sum(name).alias(name) for name in FLAGS),
-            F.sum("extra_copies").alias("extra_copies"),
-            F.percentile_approx("lateness_ms", [0.5, 0.99], 10_000).alias("lateness_q"),
-            F.max("lateness_ms").alias("lateness_max_ms"),
-            *(F.sum((bucket == F.lit(i)).cast("int")).alias(f"hist_{i}") for i in buckets),
-        )
-        .collect()
-    )
-    out = []
-    for row in rows:
-        data = row.asDict()
-        quantiles = data.pop("lateness_q") or [None, None]
-        data["lateness_p50_ms"], data["lateness_p99_ms"] = quantiles
-        out.append(data)
-    return out
-
-
-def histogram_of(rows: list[dict[str, object]]) -> list[int]:
-    """The grand-total row's lateness histogram (all zeros when nothing was scheduled)."""
-    size = len(LATENESS_EDGES_MS) + 1
-    for row in rows:
-        if row["grouping"] == 3:
-            return [int(row.get(f"hist_{i}") or 0) for i in range(size)]  # type: ignore[call-overload]
-    return [0] * size

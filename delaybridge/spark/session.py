@@ -94,4 +94,9 @@ def _sql_settings(builder: SparkSession.Builder, shuffle_partitions: int) -> Spa
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
         # Arrow batches to the classify() workers: large enough to amortise the hop.
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "20000")
+        # Let adaptive execution build a hash table instead of sorting both sides when
+        # every shuffled partition of a join fits in this many bytes (the schedules with
+        # their deliveries: a third less CPU for 1M + 1M). Bigger partitions keep the
+        # sort-merge join, which can spill.
+        .config("spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold", "64m")
     )

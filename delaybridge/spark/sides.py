@@ -64,9 +64,13 @@ def delay_summaries(
         .otherwise(F.col("kind"))
         .alias("metric"),
     ).agg(F.count(F.lit(1)).alias("n"))
-    resent = scheduled.groupBy("topic").agg(
-        F.lit("resent").alias("metric"),
-        (F.countDistinct("partition", "offset") - F.countDistinct("id")).alias("n"),
+    # Resent = schedule records - distinct ids. The schedules are hash-partitioned by id
+    # (outcomes.schedules), so the distinct ids are counted without a shuffle.
+    ids = (
+        scheduled.select("topic", "id")
+        .distinct()
+        .groupBy("topic")
+        .agg(F.lit("ids").alias("metric"), F.count(F.lit(1)).alias("n"))
     )
     other = (
         scheduled.where(~F.col("target_topic").isin(targets))
@@ -80,7 +84,7 @@ def delay_summaries(
         .agg(F.lit("cancel_unknown").alias("metric"), F.count(F.lit(1)).alias("n"))
     )
     found: dict[str, dict[str, int]] = {}
-    for row in by_kind.unionByName(resent).unionByName(other).unionByName(unknown).collect():
+    for row in by_kind.unionByName(ids).unionByName(other).unionByName(unknown).collect():
         found.setdefault(row["topic"], {})[row["metric"]] = int(row["n"] or 0)
     summaries = []
     for topic in delay_topics:
@@ -99,7 +103,7 @@ def delay_summaries(
                     if name in _KIND_METRICS or name.startswith("rejected:")
                 ),
                 schedules=metrics.get(Kind.SCHEDULE.value, 0),
-                resent=metrics.get("resent", 0),
+                resent=metrics.get(Kind.SCHEDULE.value, 0) - metrics.get("ids", 0),
                 cancels=metrics.get(Kind.CANCEL.value, 0)
                 + metrics.get(Kind.CANCEL_PREFIX.value, 0),
                 cancel_unknown=metrics.get("cancel_unknown", 0),
