@@ -62,6 +62,7 @@ def test_each_due_occurrence_is_expected_once(kafka: Any, spark: Any) -> None:
             delay_topics=(delay,),
             progress=False,
             shuffle_partitions=2,
+            output_dir=None,  # not ./reconcile-report: a test writes nothing into the checkout
         ),
         spark=spark,
     )
