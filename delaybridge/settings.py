@@ -175,7 +175,9 @@ class CancelHorizonSettings(_Section):
     bound_ms: int = Field(default=60_000, ge=0)
     # How often an owner checks that its partitions are read through, and publishes
     # their horizons for the other replicas, whose deliveries wait for them (half of it,
-    # on average); messages due in the owner itself ask for a check at once.
+    # on average); messages due in the owner itself ask for a check at once. Only while
+    # a message is due within a second somewhere; otherwise once a second (checks on
+    # demand, docs/design/cancel-horizon.md).
     interval_ms: int = Field(default=50, gt=0)
     # The compacted topic owners publish their partitions' horizons to;
     # "" = "<cancel_topic>.horizon".
