@@ -80,6 +80,8 @@ class ScheduleLoad:
         self._target = target
         self.shape = shape
         self._sent: dict[str, _Sent] = {}
+        self._sent_lock = threading.Lock()
+        """Held to add to :attr:`_sent` (the load's thread) and to copy it (a reader)."""
         self.errors: list[str] = []
         """delivery errors, as ``<id>: <error>``"""
         self._stop = threading.Event()
@@ -109,8 +111,9 @@ class ScheduleLoad:
 
     def scheduled(self) -> list[Scheduled]:
         """Everything sent so far, as the verdict takes it (safe while the load sends:
-        it reads a copy, taken in one step)."""
-        sent = list(self._sent.items())
+        it reads a copy, taken under the lock the load's thread adds under)."""
+        with self._sent_lock:
+            sent = list(self._sent.items())
         return [
             Scheduled(
                 id,
@@ -148,7 +151,9 @@ class ScheduleLoad:
             time.sleep(max(0.0, min(wake - time.monotonic(), 0.01)))  # pacing the producer
 
     def _schedule(self, id: str, due_ms: int) -> None:
-        sent = self._sent[id] = _Sent(due_ms)
+        sent = _Sent(due_ms)
+        with self._sent_lock:
+            self._sent[id] = sent
         headers: list[tuple[str, str | bytes | None]] = [
             (names.TARGET_TOPIC, self._target),
             (names.DELIVER_AT_MS, str(due_ms)),
