@@ -12,42 +12,23 @@ from __future__ import annotations
 
 import orjson
 
-from delaybridge.bridge.cancels.horizon import DEMAND_STALE_MS, CancelHorizon
+from delaybridge.bridge.cancels.horizon import DEMAND_STALE_MS
 from delaybridge.bridge.cancels.own_horizons import (
     IDLE_INTERVAL_MS,
     IDLE_LEAD_MS,
-    OwnHorizons,
     parse_word,
 )
-from delaybridge.bridge.produce.outbox import Outbox
-from tests.fakes import FakeAdmin, FakeCluster, FakeProducer
+from tests.unit.bridge.cancels import horizon_kit
+from tests.unit.bridge.cancels.horizon_kit import KEY
 
-DELAY = "delay"
-KEY = (DELAY, 0)
 INTERVAL_MS = 50
 NOTHING = 10**15
 """A next due time far away: nothing pending."""
 
 
-class Owner:
+class Owner(horizon_kit.Owner):
     def __init__(self) -> None:
-        self.cluster = FakeCluster()
-        self.cluster.create_topic(DELAY)
-        self.cluster.create_topic("cancels")
-        self.cluster.create_topic("horizons")
-        self.producer = FakeProducer(self.cluster)
-        self.horizon = CancelHorizon(60_000, lambda c: 0)
-        self.own = OwnHorizons(
-            self.horizon,
-            FakeAdmin(self.cluster),
-            Outbox(self.producer),
-            "horizons",
-            "me",
-            INTERVAL_MS,
-            "cancels",
-            feed_position=lambda c: 10**9,
-            feed_partitions=lambda: [0],
-        )
+        super().__init__(INTERVAL_MS)
 
     def run(self, start_ms: int, ms: int, next_due_ms: int) -> None:
         """Turns every 10 ms for ``ms``, each acknowledging what was produced."""

@@ -9,38 +9,16 @@ lateness the rule costs, +12 ms, did not change with this: docs/benchmarks.md, "
 
 from __future__ import annotations
 
-from delaybridge.bridge.cancels.horizon import CancelHorizon
-from delaybridge.bridge.cancels.own_horizons import UNREAD_KEPT, OwnHorizons
-from delaybridge.bridge.produce.outbox import Outbox
-from tests.fakes import FakeAdmin, FakeCluster, FakeProducer
+from delaybridge.bridge.cancels.own_horizons import UNREAD_KEPT
+from tests.unit.bridge.cancels import horizon_kit
+from tests.unit.bridge.cancels.horizon_kit import DELAY, KEY
 
-DELAY = "delay"
-KEY = (DELAY, 0)
 INTERVAL_MS = 1_000
 
 
-class Owner:
-    """One process owning partition 0 of the delay topic; ``read`` is its consumer's
-    position there."""
-
+class Owner(horizon_kit.Owner):
     def __init__(self) -> None:
-        self.cluster = FakeCluster()
-        self.cluster.create_topic(DELAY)
-        self.cluster.create_topic("cancels")
-        self.cluster.create_topic("horizons")
-        self.horizon = CancelHorizon(60_000, lambda c: 0)
-        self.own = OwnHorizons(
-            self.horizon,
-            FakeAdmin(self.cluster),
-            Outbox(FakeProducer(self.cluster)),
-            "horizons",
-            "me",
-            INTERVAL_MS,
-            "cancels",
-            feed_position=lambda c: 10**9,
-            feed_partitions=lambda: [0],
-        )
-        self.read = 0
+        super().__init__(INTERVAL_MS)
 
     def append(self, n: int) -> None:
         for _ in range(n):
