@@ -255,9 +255,7 @@ class Changelog:
         if hold is not None:
             hold.done()  # safe now without ever being written
             return
-        if not part.closed:
-            headers: Headers = [(ID_HEADER, rec.id.encode())]
-            self._resender.send_in(route.tombstones, None, key, headers)
+        self._send_tombstone(part, route, key, rec.id)
 
     def moved(
         self,
@@ -277,18 +275,18 @@ class Changelog:
             self.stored(part, records, encoded, hold=hold)
             return
         self.stored(part, records, encoded, hold_offset=False, at_once=True)
-        self._send_tombstone(part, key, old.id)
+        self._send_tombstone(part, self._route(part), key, old.id)
 
     def removed_by_store(self, part: PartitionState) -> None:
         """Tombstone what the store's cancels removed since the last call."""
         for rec in part.store.take_removed():
             self.removed(part, rec)
 
-    def _send_tombstone(self, part: PartitionState, key: bytes, id: str) -> None:
+    def _send_tombstone(self, part: PartitionState, route: _Route, key: bytes, id: str) -> None:
         if part.closed:
             return
         headers: Headers = [(ID_HEADER, id.encode())]
-        self._resender.send_in(self._route(part).tombstones, None, key, headers)
+        self._resender.send_in(route.tombstones, None, key, headers)
 
     def _route(self, part: PartitionState) -> _Route:
         """``part``'s :class:`_Route`, made once per owned partition object (a partition
